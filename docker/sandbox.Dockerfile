@@ -1,0 +1,24 @@
+# The exam hall: every trial runs in a fresh container of this image.
+# Built by service/images.py, which sends a context of just this file (as "Dockerfile") and the
+# sandbox/ package. The package is stdlib-only, so any base with python3 >= 3.11 will do; when
+# BASE cannot be pulled, service/debian_base.py bootstraps a Debian base with debootstrap.
+ARG BASE=python:3.12-slim
+FROM ${BASE}
+
+# Metadata before the code: these layers stay cached, so a change to sandbox/ re-runs only the
+# COPY and RUN below (each extra build step costs a container create on the classic builder).
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/opt/examhall LANG=C.UTF-8
+WORKDIR /workspace
+ENTRYPOINT ["python3", "-m", "sandbox.worker"]
+
+COPY sandbox /opt/examhall/sandbox
+
+# Fail here, with the reason, rather than at the first trial if the base's Python is too old.
+# Bytecode is compiled now because nothing may write it at run time (the code is read-only and
+# PYTHONDONTWRITEBYTECODE is set), and every trial would otherwise pay for compiling it again.
+# The code stays root-owned and unwritable by anyone else, so an agent cannot patch its harness.
+RUN python3 -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 'examhall: the sandbox needs python3 >= 3.11, the base image has ' + sys.version)" \
+ && python3 -m compileall -q /opt/examhall/sandbox \
+ && chmod -R a+rX,go-w /opt/examhall \
+ && python3 -c "import sandbox" \
+ && mkdir -p /run/examhall

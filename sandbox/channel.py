@@ -1,0 +1,67 @@
+"""The worker's end of the JSON-lines channel.
+
+The channel owns the process's real stdout; fd 1 is pointed at stderr so a stray print
+from case code or a library cannot corrupt the protocol stream.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import sys
+from typing import BinaryIO
+
+from sandbox.protocol import (
+    MAX_LINE_BYTES,
+    ArtifactMessage,
+    Event,
+    EventMessage,
+    ListCasesRequest,
+    RunRequest,
+    decode_request,
+    encode,
+)
+
+
+class Channel:
+    def __init__(self, out_fd: int, reader: BinaryIO) -> None:
+        self._out = out_fd
+        self._reader = reader
+        self._seq = 0
+
+    @classmethod
+    def take_stdio(cls) -> Channel:
+        sys.stdout.flush()
+        out_fd = os.dup(1)  # non-inheritable: no tool subprocess gets it
+        os.dup2(2, 1)
+        return cls(out_fd, sys.stdin.buffer)
+
+    def send(self, message: object) -> None:
+        data = memoryview(encode(message))
+        while data:
+            written = os.write(self._out, data)
+            data = data[written:]
+
+    def event(self, event: Event) -> None:
+        self._seq += 1
+        self.send(EventMessage(seq=self._seq, event=event))
+
+    def artifact(self, name: str, content: bytes) -> None:
+        self.send(
+            ArtifactMessage(
+                name=name,
+                content_b64=base64.b64encode(content).decode(),
+                sha256=hashlib.sha256(content).hexdigest(),
+                size=len(content),
+            )
+        )
+
+    def read_request(self) -> RunRequest | ListCasesRequest:
+        line = self._reader.readline(MAX_LINE_BYTES)
+        if not line:
+            raise EOFError("The channel closed before a run request arrived.")
+        return decode_request(line)
+
+    def close(self) -> None:
+        os.close(self._out)

@@ -1,0 +1,76 @@
+"""The conversation an agent has with a model, independent of any provider's wire format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.protocol import ToolCall, Usage
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    content: str
+    role: str = "user"
+
+
+@dataclass(frozen=True)
+class AssistantMessage:
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str = "stop"
+    role: str = "assistant"
+
+
+@dataclass(frozen=True)
+class ToolResultMessage:
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    role: str = "tool"
+
+
+Message = UserMessage | AssistantMessage | ToolResultMessage
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model is told about a tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+
+    def last_user_text(self) -> str:
+        for message in reversed(self.messages):
+            if isinstance(message, UserMessage):
+                return message.content
+        return ""
+
+
+# Stop reasons a provider may give; anything else ends the trial as an agent error.
+STOP = "stop"
+TOOL_USE = "tool_use"
+
+
+@dataclass(frozen=True)
+class AssistantTurn:
+    """One model answer: what the agent loop consumes."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str = STOP
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+
+class ProviderError(Exception):
+    """The model provider failed to answer; the trial ends as `provider_error`."""

@@ -1,0 +1,331 @@
+"""Wire types of the JSON-lines channel between the control plane and the worker.
+
+One message per line in each direction over the container's stdin and stdout. The control
+plane sends exactly one request (`run` or `list_cases`); the worker answers with a stream
+of `step`, `event` and `artifact` messages and ends with one `result` (or `cases`).
+
+These are plain dataclasses so the worker needs only the standard library; the control
+plane validates everything that comes out of the container with pydantic over these same
+types (the container is the untrusted side).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+PROTOCOL_VERSION = 1
+
+ErrorKind = Literal[
+    "agent_error",
+    "provider_error",
+    "timeout",
+    "limit_exceeded",
+    "judge_error",
+    "sandbox_error",
+    "infra_error",
+]
+ERROR_KINDS: tuple[ErrorKind, ...] = (
+    "agent_error",
+    "provider_error",
+    "timeout",
+    "limit_exceeded",
+    "judge_error",
+    "sandbox_error",
+    "infra_error",
+)
+Outcome = Literal["passed", "failed", "error"]
+
+# Where the worker keeps the case bundle: a root-only tmpfs in the container.
+BUNDLE_DIR = "/run/examhall"
+WORKSPACE_DIR = "/workspace"
+SANDBOX_UID = 65532
+SANDBOX_GID = 65532
+
+
+# ----- control plane -> worker -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SuiteBundle:
+    """A suite's source, shipped to the container; the control plane never imports it."""
+
+    name: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """`provider/id`, e.g. `faux/solution` or `simulated/coin?p=0.85`."""
+
+    provider: str
+    id: str
+
+    @classmethod
+    def parse(cls, text: str) -> ModelRef:
+        provider, sep, model_id = text.partition("/")
+        if not sep or not provider or not model_id:
+            raise ValueError(
+                f"Model {text!r} is not PROVIDER/MODEL; give both, e.g. faux/solution "
+                "or simulated/coin?p=0.85."
+            )
+        return cls(provider=provider, id=model_id)
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.id}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_turns: int = 50
+    tool_timeout_s: float = 60.0
+    tool_output_bytes: int = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    trial_id: str
+    suite: SuiteBundle
+    case_id: str
+    model: ModelRef
+    variant: str = "default"
+    round: int = 1
+    seed: int = 0
+    # None means the case's own tool list (or the default file tools).
+    tools: tuple[str, ...] | None = None
+    limits: Limits = field(default_factory=Limits)
+    # Direct mode only: provider keys, held in the worker's memory and never in env or on disk.
+    credentials: dict[str, str] | None = None
+    sandbox_uid: int = SANDBOX_UID
+    sandbox_gid: int = SANDBOX_GID
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    spec: RunSpec
+    type: Literal["run"] = "run"
+    protocol: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
+class ListCasesRequest:
+    suite: SuiteBundle
+    type: Literal["list_cases"] = "list_cases"
+    protocol: int = PROTOCOL_VERSION
+
+
+# ----- events (the transcript) -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.requests + other.requests,
+        )
+
+
+@dataclass(frozen=True)
+class MessageEvent:
+    role: Literal["user", "assistant"]
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    stop_reason: str | None = None
+    model: str | None = None
+    usage: Usage | None = None
+    type: Literal["message"] = "message"
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    type: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True)
+class ToolResultEvent:
+    tool_call_id: str
+    name: str
+    content: str
+    error: str | None = None
+    type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True)
+class LifecycleEvent:
+    step: str
+    detail: str = ""
+    type: Literal["lifecycle"] = "lifecycle"
+
+
+Event = MessageEvent | ToolCallEvent | ToolResultEvent | LifecycleEvent
+
+
+# ----- worker -> control plane -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeScore:
+    name: str
+    score: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    outcome: Outcome
+    score: float | None = None
+    error_kind: ErrorKind | None = None
+    error_message: str | None = None
+    # The worker step that failed, for sandbox errors ("drop_privileges", ...).
+    failed_step: str | None = None
+    judges: list[JudgeScore] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    model_requested: str | None = None
+    model_returned: str | None = None
+    tool_calls: int = 0
+    final_text: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CaseInfo:
+    id: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepMessage:
+    step: str
+    type: Literal["step"] = "step"
+
+
+@dataclass(frozen=True)
+class EventMessage:
+    seq: int
+    event: Event
+    type: Literal["event"] = "event"
+
+
+@dataclass(frozen=True)
+class ArtifactMessage:
+    name: str
+    content_b64: str
+    sha256: str
+    size: int
+    type: Literal["artifact"] = "artifact"
+
+
+@dataclass(frozen=True)
+class ResultMessage:
+    result: TrialResult
+    type: Literal["result"] = "result"
+
+
+@dataclass(frozen=True)
+class CasesMessage:
+    cases: list[CaseInfo]
+    error: str | None = None
+    type: Literal["cases"] = "cases"
+
+
+WorkerMessage = StepMessage | EventMessage | ArtifactMessage | ResultMessage | CasesMessage
+
+# Longest line either side accepts; a larger line is a protocol fault, not a memory hazard.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def encode(message: object) -> bytes:
+    """One JSON line for a protocol dataclass."""
+    payload = dataclasses.asdict(message)  # type: ignore[call-overload]
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+# ----- decoding on the worker side (trusted input from the control plane) -------------
+
+
+class ProtocolError(ValueError):
+    """A channel message that does not match the protocol."""
+
+
+def _require(data: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in data:
+        raise ProtocolError(f"Run request is missing {key!r}.")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ProtocolError(f"Run request field {key!r} has the wrong type.")
+    return value
+
+
+def _suite(data: Any) -> SuiteBundle:
+    if not isinstance(data, dict):
+        raise ProtocolError("Run request field 'suite' must be an object.")
+    return SuiteBundle(name=_require(data, "name", str), source=_require(data, "source", str))
+
+
+def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise ProtocolError(f"Run request is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError("Run request must be a JSON object.")
+    if data.get("protocol") != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"Protocol version {data.get('protocol')!r} is not {PROTOCOL_VERSION}; "
+            "rebuild the sandbox image with `examhall image build`."
+        )
+    kind = data.get("type")
+    if kind == "list_cases":
+        return ListCasesRequest(suite=_suite(data.get("suite")))
+    if kind != "run":
+        raise ProtocolError(f"Unknown request type {kind!r}.")
+    spec = _require(data, "spec", dict)
+    model = _require(spec, "model", dict)
+    limits = spec.get("limits") or {}
+    tools = spec.get("tools")
+    credentials = spec.get("credentials")
+    if credentials is not None and not (
+        isinstance(credentials, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in credentials.items())
+    ):
+        raise ProtocolError("Run request field 'credentials' must map names to strings.")
+    return RunRequest(
+        spec=RunSpec(
+            trial_id=_require(spec, "trial_id", str),
+            suite=_suite(spec.get("suite")),
+            case_id=_require(spec, "case_id", str),
+            model=ModelRef(
+                provider=_require(model, "provider", str), id=_require(model, "id", str)
+            ),
+            variant=spec.get("variant", "default"),
+            round=int(spec.get("round", 1)),
+            seed=int(spec.get("seed", 0)),
+            tools=tuple(tools) if tools is not None else None,
+            limits=Limits(
+                max_turns=int(limits.get("max_turns", Limits.max_turns)),
+                tool_timeout_s=float(limits.get("tool_timeout_s", Limits.tool_timeout_s)),
+                tool_output_bytes=int(limits.get("tool_output_bytes", Limits.tool_output_bytes)),
+            ),
+            credentials=credentials,
+            sandbox_uid=int(spec.get("sandbox_uid", SANDBOX_UID)),
+            sandbox_gid=int(spec.get("sandbox_gid", SANDBOX_GID)),
+        )
+    )

@@ -1,0 +1,51 @@
+"""Seeding the agent's workspace with the case's fixture files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+
+class FixtureError(ValueError):
+    pass
+
+
+def fixture_target(workspace: Path, name: str) -> Path:
+    """Where a fixture goes; refuses empty, absolute and escaping names (like pi-evals)."""
+    if not name or not name.strip():
+        raise FixtureError("Workspace fixture has an empty name.")
+    pure = PurePosixPath(name)
+    if pure.is_absolute():
+        raise FixtureError(f"Workspace fixture has an absolute path: {name}")
+    target = (workspace / pure).resolve()
+    root = workspace.resolve()
+    if root not in target.parents:
+        raise FixtureError(f"Workspace fixture escapes the workspace: {name}")
+    return target
+
+
+def prepare_directory(path: Path, uid: int, gid: int) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chown(path, uid, gid)
+    path.chmod(0o700)
+
+
+def seed_workspace(
+    workspace: Path, files: Mapping[str, str | bytes], uid: int, gid: int
+) -> list[str]:
+    """Write every fixture 0600 owned by the sandbox user; validate all before writing any."""
+    targets = {name: fixture_target(workspace, name) for name in files}
+    prepare_directory(workspace, uid, gid)
+    root = workspace.resolve()
+    for name, target in targets.items():
+        for parent in reversed(target.parents):
+            if (parent == root or root in parent.parents) and not parent.exists():
+                prepare_directory(parent, uid, gid)
+        content = files[name]
+        data = content.encode() if isinstance(content, str) else content
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chown(target, uid, gid)
+    return sorted(targets)

@@ -1,0 +1,1 @@
+"""Where trials run. Docker is the one backend today."""

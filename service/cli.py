@@ -1,0 +1,243 @@
+"""The `examhall` command line."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import docker
+import docker.errors
+
+from sandbox.protocol import Limits, ModelRef, RunSpec
+from service import images
+from service.backends.docker import DockerBackend, DockerSettings
+from service.suites import SuiteError, list_cases, load_suite
+from service.trials import TrialRecord, run_trial
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _client() -> docker.DockerClient:
+    try:
+        client = docker.from_env()
+        client.ping()
+        return client
+    except docker.errors.DockerException as exc:
+        raise SystemExit(
+            f"examhall: cannot reach the Docker engine ({exc}); start it or set DOCKER_HOST."
+        ) from None
+
+
+def _backend(client: docker.DockerClient, quiet: bool = False) -> DockerBackend:
+    progress = (lambda _line: None) if quiet else _progress
+    image = images.ensure_sandbox_image(client, progress=progress)
+    return DockerBackend(DockerSettings(image=image), client)
+
+
+def _positive(kind: type[float] | type[int]) -> Any:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} must be positive and finite")
+        return value
+
+    return parse
+
+
+def cmd_image_build(args: argparse.Namespace) -> int:
+    ref = images.ensure_sandbox_image(
+        _client(), base=args.base, force=args.force, progress=_progress
+    )
+    print(ref)
+    return 0
+
+
+def cmd_cases(args: argparse.Namespace) -> int:
+    client = _client()
+    try:
+        cases = list_cases(_backend(client, quiet=True), load_suite(args.suite))
+    except SuiteError as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    for case in cases:
+        print(case.id)
+    return 0
+
+
+def record_json(record: TrialRecord) -> dict[str, Any]:
+    result = dataclasses.asdict(record.result)
+    return {
+        "trial_id": record.trial_id,
+        **result,
+        "steps": record.steps,
+        "events": [dataclasses.asdict(e) for e in record.events],
+        "artifacts": {name: {"size": len(data)} for name, data in record.artifacts.items()},
+        "wall_s": round(record.wall_s, 3),
+    }
+
+
+CANARY_NAME = "EXAMHALL_CANARY_KEY"
+
+
+def new_canary() -> str:
+    return f"exh-canary-{uuid.uuid4().hex}"
+
+
+def canary_leaks(record: TrialRecord, canary: str) -> list[str]:
+    """Every place outside the worker's memory where the canary shows up."""
+    places = [
+        f"event {i}"
+        for i, e in enumerate(record.events)
+        if canary in json.dumps(dataclasses.asdict(e))
+    ]
+    places += [f"artifact {n}" for n, data in record.artifacts.items() if canary.encode() in data]
+    if canary in json.dumps(dataclasses.asdict(record.result)):
+        places.append("result")
+    if record.container is not None and canary in record.container.stderr_tail:
+        places.append("worker log")
+    return places
+
+
+def _summary(record: TrialRecord) -> str:
+    r = record.result
+    score = "-" if r.score is None else f"{r.score:.2f}"
+    line = f"{r.outcome:<7} score={score} tools={r.tool_calls} {record.wall_s:.1f}s"
+    if r.error_kind:
+        line += f"  {r.error_kind}: {r.error_message}"
+    return line
+
+
+def cmd_run_trial(args: argparse.Namespace) -> int:
+    try:
+        bundle = load_suite(args.suite)
+        model = ModelRef.parse(args.model)
+    except (SuiteError, ValueError) as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    backend = _backend(_client(), quiet=args.json)
+    spec = RunSpec(
+        trial_id=f"trial-{uuid.uuid4().hex[:12]}",
+        suite=bundle,
+        case_id=args.case,
+        model=model,
+        seed=args.seed,
+        round=args.round,
+        variant=args.variant,
+        tools=tuple(args.tools.split(",")) if args.tools else None,
+        limits=Limits(max_turns=args.max_turns),
+        credentials={CANARY_NAME: canary}
+        if (canary := new_canary() if args.canary else None)
+        else None,
+    )
+    record = run_trial(backend, spec, job_id="cli", deadline_s=args.timeout)
+    output = record_json(record)
+    if canary is not None:
+        output["canary_leaked"] = canary_leaks(record, canary)
+    if args.json:
+        print(json.dumps(output, indent=2))
+    else:
+        print(f"{args.case}: {_summary(record)}")
+        if canary is not None:
+            print(f"canary leaked into: {output['canary_leaked'] or 'nothing'}")
+    leaked = bool(output.get("canary_leaked"))
+    return 0 if record.result.outcome == "passed" and not leaked else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The smoke suite, trial by trial, with the simulated model over several rounds."""
+    backend = _backend(_client())
+    bundle = load_suite("smoke")
+    cases = list_cases(backend, bundle)
+    model = ModelRef.parse(args.model)
+    _progress(f"Running {len(cases)} smoke cases x {args.rounds} rounds with {model}.")
+    passes: dict[str, int] = {}
+    for case in cases:
+        for round_ in range(1, args.rounds + 1):
+            spec = RunSpec(
+                trial_id=f"demo-{uuid.uuid4().hex[:12]}",
+                suite=bundle,
+                case_id=case.id,
+                model=model,
+                round=round_,
+                seed=args.seed,
+            )
+            record = run_trial(backend, spec, job_id="demo", deadline_s=120)
+            passes[case.id] = passes.get(case.id, 0) + (record.result.outcome == "passed")
+            print(f"{case.id:<20} round {round_}: {_summary(record)}", flush=True)
+    for case_id, count in passes.items():
+        print(f"{case_id:<20} passed {count}/{args.rounds}")
+    return 0
+
+
+def cmd_reap(args: argparse.Namespace) -> int:
+    client = _client()
+    backend = DockerBackend(DockerSettings(image="unused"), client)
+    removed = backend.reap()
+    print(f"Removed {len(removed)} examhall container(s).")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="examhall", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    image = sub.add_parser("image", help="the sandbox image").add_subparsers(
+        dest="image_command", required=True
+    )
+    build = image.add_parser("build", help="build the sandbox image (skipped when up to date)")
+    build.add_argument("--base", help=f"base image (default {images.DEFAULT_BASE})")
+    build.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    build.set_defaults(func=cmd_image_build)
+
+    cases = sub.add_parser("cases", help="list a suite's case ids, one a line")
+    cases.add_argument("suite", help="a suite file or a shipped suite name")
+    cases.set_defaults(func=cmd_cases)
+
+    run = sub.add_parser("run-trial", help="run one trial in a fresh container")
+    run.add_argument("--suite", required=True)
+    run.add_argument("--case", required=True)
+    run.add_argument("--model", required=True, help="PROVIDER/MODEL, e.g. faux/solution")
+    run.add_argument("--timeout", type=_positive(float), default=600.0, help="seconds")
+    run.add_argument("--max-turns", type=_positive(int), default=Limits.max_turns)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--round", type=_positive(int), default=1)
+    run.add_argument("--variant", default="default")
+    run.add_argument("--tools", help="comma-separated tool names (default: the case's)")
+    run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    run.add_argument(
+        "--canary",
+        action="store_true",
+        help="pass a generated canary as a credential and report where it leaked",
+    )
+    run.set_defaults(func=cmd_run_trial)
+
+    demo = sub.add_parser("demo", help="run the smoke suite with the simulated model")
+    demo.add_argument("--model", default="simulated/coin?p=0.8")
+    demo.add_argument("--rounds", type=_positive(int), default=3)
+    demo.add_argument("--seed", type=int, default=7)
+    demo.set_defaults(func=cmd_demo)
+
+    reap = sub.add_parser("reap", help="remove examhall containers left behind")
+    reap.set_defaults(func=cmd_reap)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

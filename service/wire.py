@@ -1,0 +1,38 @@
+"""Validation of what comes out of a container: the untrusted side of the channel."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from sandbox.protocol import (
+    ArtifactMessage,
+    CasesMessage,
+    EventMessage,
+    ResultMessage,
+    StepMessage,
+    WorkerMessage,
+)
+
+_MESSAGE: TypeAdapter[WorkerMessage] = TypeAdapter(
+    Annotated[
+        StepMessage | EventMessage | ArtifactMessage | ResultMessage | CasesMessage,
+        Field(discriminator="type"),
+    ]
+)
+
+
+class ChannelError(ValueError):
+    """A line from the worker that is not a protocol message."""
+
+
+def parse_worker_line(line: bytes) -> WorkerMessage:
+    try:
+        return _MESSAGE.validate_json(line)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ChannelError(
+            f"The worker sent a malformed message ({where}: {first['msg']}): {line[:200]!r}"
+        ) from None
