@@ -228,7 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=7)
     demo.set_defaults(func=cmd_demo)
 
-    reap = sub.add_parser("reap", help="remove examhall containers left behind")
+    reap = sub.add_parser(
+        "reap",
+        help="remove every examhall container on this engine (run it when no control plane is)",
+    )
     reap.set_defaults(func=cmd_reap)
     return parser
 

@@ -81,15 +81,18 @@ def settle(run: ContainerRun, collected: TrialResult | None, deadline_s: float) 
         return dataclasses.replace(
             collected, outcome="error", error_kind="timeout", error_message=message, score=None
         )
+    if collected is not None:
+        # A tool killed for memory inside a trial that still finished is the agent's
+        # business (it saw the kill); only a worker that died for it ends the trial here.
+        return collected
     if run.oom_killed:
-        return _error("limit_exceeded", "The trial's container ran out of memory and was killed.")
-    if collected is None:
-        detail = run.channel_error or run.stderr_tail.strip()[-2000:] or "no output"
         return _error(
-            "sandbox_error",
-            f"The worker exited with code {run.exit_code} without a result: {detail}",
+            "limit_exceeded", "The trial's container ran out of memory and the worker was killed."
         )
-    return collected
+    detail = run.channel_error or run.stderr_tail.strip()[-2000:] or "no output"
+    return _error(
+        "sandbox_error", f"The worker exited with code {run.exit_code} without a result: {detail}"
+    )
 
 
 def run_trial(

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import docker
 import docker.errors
 import pytest
 
+from sandbox.protocol import ModelRef, RunSpec, SuiteBundle
+from service.backends.docker import LABEL_TRIAL, DockerBackend, DockerSettings
 from service.images import ensure_sandbox_image
+from service.suites import load_suite
+from service.trials import TrialRecord, run_trial
 
 
 def _to_stderr(line: str) -> None:
@@ -32,3 +38,51 @@ def docker_client() -> Iterator[docker.DockerClient]:
 def sandbox_image(docker_client: docker.DockerClient) -> str:
     """A reference to an up-to-date sandbox image (built on first use, reused afterwards)."""
     return ensure_sandbox_image(docker_client, progress=_to_stderr)
+
+
+@pytest.fixture(scope="session")
+def backend(docker_client: docker.DockerClient, sandbox_image: str) -> DockerBackend:
+    return DockerBackend(DockerSettings(image=sandbox_image), docker_client)
+
+
+@pytest.fixture(autouse=True)
+def no_container_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every Docker test, no container with the examhall labels may remain."""
+    if request.node.get_closest_marker("docker") is None:
+        yield
+        return
+    client = request.getfixturevalue("docker_client")
+    yield
+    left = client.containers.list(all=True, filters={"label": LABEL_TRIAL})
+    for container in left:
+        container.remove(force=True)
+    assert not left, f"containers left behind: {[c.labels for c in left]}"
+
+
+@pytest.fixture
+def trial(backend: DockerBackend) -> Callable[..., TrialRecord]:
+    """Run one trial of a suite (a path, a shipped name, or a SuiteBundle) in real Docker."""
+
+    def run(
+        suite: str | SuiteBundle,
+        case_id: str,
+        model: str,
+        *,
+        deadline_s: float = 120.0,
+        **spec: Any,
+    ) -> TrialRecord:
+        bundle = suite if isinstance(suite, SuiteBundle) else load_suite(suite)
+        return run_trial(
+            backend,
+            RunSpec(
+                trial_id=f"test-{uuid.uuid4().hex[:12]}",
+                suite=bundle,
+                case_id=case_id,
+                model=ModelRef.parse(model),
+                **spec,
+            ),
+            job_id="tests",
+            deadline_s=deadline_s,
+        )
+
+    return run

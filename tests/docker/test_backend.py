@@ -1,0 +1,50 @@
+"""The container each trial gets, and the reaper for containers nobody owns."""
+
+from __future__ import annotations
+
+import docker
+import docker.errors
+import pytest
+
+from service.backends.docker import LABEL_TRIAL, DockerBackend
+
+pytestmark = pytest.mark.docker
+
+
+def test_container_is_hardened(backend: DockerBackend, docker_client: docker.DockerClient) -> None:
+    container = docker_client.containers.create(**backend.container_config("inspect-me", "job"))
+    try:
+        host = docker_client.api.inspect_container(container.id)["HostConfig"]
+    finally:
+        container.remove(force=True)
+    assert host["NetworkMode"] == "none"
+    assert host["CapDrop"] == ["ALL"]
+    assert sorted(host["CapAdd"]) == ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["ReadonlyRootfs"] is True
+    assert host["Privileged"] is False
+    assert host["Init"] is True
+    assert host["Memory"] == host["MemorySwap"] > 0
+    assert host["PidsLimit"] > 0 and host["NanoCpus"] > 0
+    assert set(host["Tmpfs"]) == {"/tmp", "/workspace", "/run/examhall"}
+    assert "mode=0700" in host["Tmpfs"]["/run/examhall"]
+    assert not host.get("Binds") and host["PidMode"] == ""
+
+
+def test_reaper_removes_only_containers_no_trial_owns(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    orphan = docker_client.containers.create(**backend.container_config("orphan", "job"))
+    kept = docker_client.containers.create(**backend.container_config("still-running", "job"))
+    try:
+        removed = backend.reap(keep=lambda trial: trial == "still-running")
+        assert removed == ["orphan"]
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(orphan.id)
+        assert docker_client.containers.get(kept.id).labels[LABEL_TRIAL] == "still-running"
+    finally:
+        for container in (orphan, kept):
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass

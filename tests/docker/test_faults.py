@@ -1,0 +1,68 @@
+"""Faults inside a trial stay inside its limits and leave the next trial healthy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import docker
+import docker.errors
+import pytest
+
+from service.trials import TrialRecord
+
+pytestmark = pytest.mark.docker
+
+FAULTS = "tests/suites/faults.py"
+
+
+def _assert_container_gone(client: docker.DockerClient, record: TrialRecord) -> None:
+    assert record.container is not None and record.container.container_id
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(record.container.container_id)
+
+
+def test_agent_past_the_deadline_ends_as_timeout(
+    trial: Callable[..., TrialRecord], docker_client: docker.DockerClient
+) -> None:
+    record = trial(FAULTS, "sleeper", "faux/run", deadline_s=4)
+    assert record.result.error_kind == "timeout"
+    assert record.result.outcome == "error"
+    assert "4 s deadline" in (record.result.error_message or "")
+    assert record.container is not None and record.container.timed_out
+    assert record.wall_s < 4 + 5, "the deadline kill took too long"
+    # What streamed before the kill is kept: the agent's sleeping tool call.
+    assert any(e.type == "tool_call" for e in record.events)
+    _assert_container_gone(docker_client, record)
+
+
+@pytest.mark.parametrize(
+    ("case_id", "evidence"),
+    [
+        ("fork-bomb", "Resource temporarily unavailable"),
+        ("memory-hog", "killed by SIGKILL"),
+        ("disk-filler", "No space left on device"),
+    ],
+)
+def test_resource_attack_is_contained(
+    trial: Callable[..., TrialRecord],
+    docker_client: docker.DockerClient,
+    case_id: str,
+    evidence: str,
+) -> None:
+    record = trial(FAULTS, case_id, "faux/run", deadline_s=90)
+    # The limit stopped the attack (its evidence is in the tool output) and the worker went
+    # on to write survived.txt, so both judges pass.
+    assert record.result.outcome == "passed", record.result.judges
+    attack = next(e for e in record.events if e.type == "tool_result")
+    assert evidence in f"{attack.content}{attack.error}"  # type: ignore[union-attr]
+    _assert_container_gone(docker_client, record)
+    # The next trial on the same engine is healthy.
+    after = trial("evals/smoke.py", "create-greeting", "faux/solution")
+    assert after.result.outcome == "passed"
+
+
+def test_worker_killed_for_memory_is_limit_exceeded(trial: Callable[..., TrialRecord]) -> None:
+    record = trial(FAULTS, "judge-eats-memory", "faux/run")
+    assert record.result.error_kind == "limit_exceeded"
+    assert "ran out of memory" in (record.result.error_message or "")
+    assert record.container is not None and record.container.oom_killed

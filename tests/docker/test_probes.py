@@ -1,0 +1,85 @@
+"""Security probes: attacks from inside a real trial, each of which must fail as designed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from sandbox.protocol import SuiteBundle
+from service.suites import load_suite
+from service.trials import TrialRecord
+
+pytestmark = pytest.mark.docker
+
+PROBES = [
+    "case-code-unreadable",
+    "proc-unreadable",
+    "canary-not-found",
+    "no-privilege-regain",
+    "no-ptrace",
+    "no-write-outside",
+    "no-network",
+    "no-docker-socket",
+]
+
+
+def _canary() -> str:
+    return f"exh-canary-{uuid.uuid4().hex}"
+
+
+def _attempts(record: TrialRecord) -> dict[str, dict[str, object]]:
+    output = next(
+        e for e in record.events if getattr(e, "name", None) == "bash" and e.type == "tool_result"
+    )
+    line = next(x for x in output.content.splitlines() if x.startswith("PROBE-RESULT "))  # type: ignore[union-attr]
+    parsed: dict[str, dict[str, object]] = json.loads(line.removeprefix("PROBE-RESULT "))
+    return parsed
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_probe_attack_fails(trial: Callable[..., TrialRecord], probe: str) -> None:
+    canary = _canary()
+    record = trial("evals/probes.py", probe, "faux/attack", credentials={"PROVIDER_KEY": canary})
+    judge = record.result.judges[0] if record.result.judges else None
+    assert record.result.outcome == "passed", (record.result, judge)
+    attempts = _attempts(record)
+    denied = [name for name, got in attempts.items() if not got["ok"]]
+    assert denied, "the probe recorded no refused attempt"
+    # The credential reached the worker but nowhere the agent or the control plane can see.
+    everything = json.dumps([dataclasses.asdict(e) for e in record.events])
+    everything += json.dumps(dataclasses.asdict(record.result))
+    assert canary not in everything
+    assert all(canary.encode() not in data for data in record.artifacts.values())
+    assert record.container is not None and canary not in record.container.stderr_tail
+
+
+def test_status_shows_no_new_privs_and_no_capabilities(trial: Callable[..., TrialRecord]) -> None:
+    attempts = _attempts(trial("evals/probes.py", "no-privilege-regain", "faux/attack"))
+    assert attempts["no_new_privs"] == {"ok": True, "value": "1"}
+    assert attempts["cap_eff_zero"] == {"ok": True, "value": "0x0"}
+    assert attempts["setuid_root"] == {"ok": False, "errno": "EPERM"}
+
+
+def _with_extra_case(extra: str) -> SuiteBundle:
+    probes = load_suite("evals/probes.py")
+    return SuiteBundle(name="probes", source=probes.source + "\n" + extra)
+
+
+def test_canary_probe_finds_a_planted_canary(trial: Callable[..., TrialRecord]) -> None:
+    """Control: the same search run on a workspace holding a canary does find it, so the
+    passing probe above means the secret was really absent, not that the search was blind."""
+    planted = _canary()
+    bundle = _with_extra_case(
+        "import dataclasses\n"
+        "CASES.append(_probe('canary-planted', 'find it', CANARY, "
+        "expect('finds', {'find_canary': ('ENOENT',)})))\n"
+        f"CASES[-1] = dataclasses.replace(CASES[-1], files={{'notes/leak.txt': {planted!r}}})\n"
+    )
+    record = trial(bundle, "canary-planted", "faux/attack")
+    assert record.result.outcome == "failed", record.result
+    found = _attempts(record)["find_canary"]
+    assert found["ok"] is True and "/workspace/notes/leak.txt" in str(found["value"])

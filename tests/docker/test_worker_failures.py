@@ -1,0 +1,129 @@
+"""Each way the worker refuses to run gives its own message and names its step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import docker
+import pytest
+
+from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle
+from service.backends.docker import DockerBackend, DockerSettings
+from service.trials import TrialRecord, run_trial
+
+pytestmark = pytest.mark.docker
+
+CASE_TEMPLATE = """
+from sandbox import faux, judges
+from sandbox.suite import Case
+{prelude}
+CASES = [Case(id="c", input="Write a.txt", files={files!r},
+              judges=[judges.file_equals("a.txt", "a")],
+              scripts={{"solution": [faux.call("write", path="a.txt", content="a"), faux.text("ok")]}})]
+"""
+
+
+def _suite(files: dict[str, str] | None = None, prelude: str = "") -> SuiteBundle:
+    return SuiteBundle("failing", CASE_TEMPLATE.format(files=files or {}, prelude=prelude))
+
+
+def test_a_well_formed_suite_passes(trial: Callable[..., TrialRecord]) -> None:
+    # The control for the failures below: the same suite without the fault passes.
+    assert trial(_suite(), "c", "faux/solution").result.outcome == "passed"
+
+
+class _NotRootBackend(DockerBackend):
+    """Starts the worker as the sandbox user, as a misconfigured runtime would."""
+
+    def container_config(self, trial_id: str, job_id: str) -> dict[str, Any]:
+        return {**super().container_config(trial_id, job_id), "user": "65532:65532"}
+
+
+def test_worker_not_started_as_root_refuses(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    backend = _NotRootBackend(DockerSettings(image=sandbox_image), docker_client)
+    spec = RunSpec(
+        trial_id="not-root", suite=_suite(), case_id="c", model=ModelRef("faux", "solution")
+    )
+    record = run_trial(backend, spec, job_id="tests", deadline_s=60)
+    assert record.result.error_kind == "sandbox_error"
+    assert record.result.failed_step == "start_as_root"
+    assert record.result.error_message == "The worker must start as root to enter the sandbox."
+    assert record.steps == ["start_as_root"]
+
+
+def test_case_code_left_readable_aborts_before_the_agent(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    # A suite that opens up its own file at import time (as root) must be caught.
+    prelude = "import os\nos.chmod(__file__, 0o644)\nos.chmod(os.path.dirname(__file__), 0o755)\n"
+    record = trial(_suite(prelude=prelude), "c", "faux/solution")
+    assert record.result.error_kind == "sandbox_error"
+    assert record.result.failed_step == "self_check"
+    assert (record.result.error_message or "").startswith(
+        "The sandboxed agent can read case code: /run/examhall"
+    )
+    assert "run_agent" not in record.steps
+    assert not [e for e in record.events if e.type == "tool_call"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("../outside.txt", "Workspace fixture escapes the workspace: ../outside.txt"),
+        ("/etc/motd", "Workspace fixture has an absolute path: /etc/motd"),
+        ("", "Workspace fixture has an empty name."),
+    ],
+)
+def test_bad_fixture_path_is_refused(
+    trial: Callable[..., TrialRecord], name: str, message: str
+) -> None:
+    record = trial(_suite(files={"ok.txt": "fine", name: "x"}), "c", "faux/solution")
+    assert record.result.error_kind == "sandbox_error"
+    assert record.result.failed_step == "seed_workspace"
+    assert record.result.error_message == message
+
+
+def test_unknown_case_and_broken_suite(trial: Callable[..., TrialRecord]) -> None:
+    unknown = trial(_suite(), "nope", "faux/solution").result
+    assert (unknown.failed_step, unknown.error_message) == (
+        "load_bundle",
+        "Case 'nope' is not in this suite; its cases: c.",
+    )
+    broken = trial(SuiteBundle("broken", "CASES = [1/0]"), "c", "faux/solution").result
+    assert broken.failed_step == "load_bundle"
+    assert "ZeroDivisionError" in (broken.error_message or "")
+
+
+def test_strict_completion_and_provider_errors(trial: Callable[..., TrialRecord]) -> None:
+    prelude = (
+        "EXTRA = {'empty': [faux.text('')], 'odd': [faux.text('hm', stop_reason='length')],"
+        " 'boom': [faux.error('HTTP 500 from provider')], 'short': []}\n"
+    )
+    suite = SuiteBundle(
+        "strict",
+        _suite(prelude=prelude).source
+        + "\nimport dataclasses\nCASES[0] = dataclasses.replace(CASES[0], scripts=EXTRA)\n",
+    )
+    expected = {
+        "empty": ("agent_error", "The agent's final message is empty."),
+        "odd": ("agent_error", "The agent stopped for an unexpected reason: length."),
+        "boom": ("provider_error", "HTTP 500 from provider"),
+        "short": ("provider_error", "No more faux responses queued"),
+    }
+    for script, (kind, message) in expected.items():
+        result = trial(suite, "c", f"faux/{script}").result
+        assert (result.outcome, result.error_kind, result.error_message) == ("error", kind, message)
+
+
+def test_turn_limit_ends_as_limit_exceeded(trial: Callable[..., TrialRecord]) -> None:
+    result = trial(
+        "evals/smoke.py", "fix-config", "faux/solution", limits=Limits(max_turns=2)
+    ).result
+    assert (result.error_kind, result.error_message) == (
+        "limit_exceeded",
+        "The agent used all 2 turns without finishing.",
+    )
+    assert result.tool_calls == 2
