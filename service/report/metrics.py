@@ -1,0 +1,304 @@
+"""Pass rates and their uncertainty, computed from scored trials grouped by case.
+
+Pure functions over plain data: no I/O, no database, standard library only (the service
+ships without numpy). The case is the unit throughout: a case with ten trials is still one
+case, so intervals and standard errors resample or cluster by case, never by trial.
+
+For case i with n_i scored trials and c_i passes (DESIGN.md, "Statistics"):
+
+- pass@1 = mean_i c_i/n_i over cases with n_i >= 1
+- pass^k = mean_i C(c_i,k)/C(n_i,k) over cases with n_i >= k (tau-bench): the chance that k
+  trials drawn without replacement from the case's n_i all pass
+- pass@k = mean_i [1 - C(n_i-c_i,k)/C(n_i,k)] over cases with n_i >= k (Chen et al. 2021):
+  the chance that at least one of k such trials passes
+
+No function returns NaN. Where a number cannot be computed it is None, and `summarize` says
+why in the metric's `reason`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+CaseOutcomes = Mapping[str, Sequence[bool]]
+"""Case id -> the outcomes of its scored trials (True = passed). Errored trials are not here."""
+
+Statistic = Callable[[CaseOutcomes], "float | None"]
+
+DEFAULT_RESAMPLES = 2000
+
+# Per-case estimator: (n, c) -> the case's value as an exact fraction (numerator, denominator).
+_Estimator = Callable[[int, int], tuple[int, int]]
+
+
+def _check_k(k: object) -> int:
+    # bool is an int subclass; `k=True` is almost certainly a bug, so it is refused.
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return k
+
+
+def _tally(cases: CaseOutcomes) -> list[tuple[int, int]]:
+    """(n_i, c_i) for every case, refusing outcomes that are not booleans."""
+    tallies: list[tuple[int, int]] = []
+    for case_id, trials in cases.items():
+        passes = 0
+        for outcome in trials:
+            # Strict: 1, "yes" or None would silently count as a pass or a fail otherwise.
+            if outcome is True:
+                passes += 1
+            elif outcome is not False:
+                raise ValueError(
+                    f"case {case_id!r}: trial outcomes must be booleans, got {outcome!r}"
+                )
+        tallies.append((len(trials), passes))
+    return tallies
+
+
+def _exact_mean(fractions: Sequence[tuple[int, int]]) -> float:
+    """The mean of numerator/denominator pairs, computed exactly and rounded once.
+
+    Summing per-case floats would round at every step, so two evaluators that add in a
+    different order could disagree in the last bit. Over a common denominator the sum is an
+    integer, and Python's int / int is correctly rounded: the result is the float nearest the
+    true rational mean, whatever the order of the cases.
+    """
+    common = math.lcm(*(den for _, den in fractions))
+    total = sum(num * (common // den) for num, den in fractions)
+    return total / (common * len(fractions))
+
+
+def _pass_at_1_case(n: int, c: int) -> tuple[int, int]:
+    return c, n
+
+
+def _pass_hat_k_case(k: int) -> _Estimator:
+    return lambda n, c: (math.comb(c, k), math.comb(n, k))
+
+
+def _pass_at_k_case(k: int) -> _Estimator:
+    return lambda n, c: (math.comb(n, k) - math.comb(n - c, k), math.comb(n, k))
+
+
+def _mean_over(cases: CaseOutcomes, min_n: int, estimator: _Estimator) -> float | None:
+    fractions = [estimator(n, c) for n, c in _tally(cases) if n >= min_n]
+    return _exact_mean(fractions) if fractions else None
+
+
+def pass_at_1(cases: CaseOutcomes) -> float | None:
+    """mean_i c_i/n_i over cases with at least one scored trial; None when there is none."""
+    return _mean_over(cases, 1, _pass_at_1_case)
+
+
+def pass_hat_k(cases: CaseOutcomes, k: int) -> float | None:
+    """tau-bench's pass^k over cases with n_i >= k; None when no case has k scored trials."""
+    k = _check_k(k)
+    return _mean_over(cases, k, _pass_hat_k_case(k))
+
+
+def pass_at_k(cases: CaseOutcomes, k: int) -> float | None:
+    """Chen et al.'s unbiased pass@k over cases with n_i >= k; None when no case qualifies."""
+    k = _check_k(k)
+    return _mean_over(cases, k, _pass_at_k_case(k))
+
+
+def _stderr_of_case_values(values: Sequence[float]) -> float | None:
+    """Cluster-robust standard error of a mean of per-case values (the case is the cluster).
+
+    Every metric here is theta = (1/N) sum_i v_i, with v_i computed from case i's trials only
+    (v_i = c_i/n_i for pass@1, C(c_i,k)/C(n_i,k) for pass^k, ...). Written over trials, theta
+    is a weighted mean with weight 1/(N n_i) on each of case i's trials, and the clustered
+    (sandwich) variance of such a mean is the sum over clusters of the squared summed
+    weighted residuals:
+
+        Var_CR0 = sum_i ((1/N) (v_i - theta))^2 = sum_i (v_i - theta)^2 / N^2
+
+    With equal n_i this is exactly Miller (2024, "Adding Error Bars to Evals", eq. 4):
+    Var_CLT plus the within-cluster cross terms. We apply the usual small-sample factor
+    N/(N-1) (CR1), giving
+
+        SE = sqrt( sum_i (v_i - theta)^2 / (N (N - 1)) )
+
+    i.e. the sample standard deviation of the per-case values over sqrt(N), which is unbiased
+    for the variance when cases are drawn independently from a population of cases. Trials
+    within a case are correlated (an easy case passes again), so this is wider than the naive
+    binomial SE over all trials whenever cases differ in difficulty.
+    """
+    if len(values) < 2:
+        return None
+    # statistics.stdev works on exact fractions internally: no cancellation error.
+    return statistics.stdev(values) / math.sqrt(len(values))
+
+
+def clustered_stderr(cases: CaseOutcomes) -> float | None:
+    """Standard error of pass@1 with the case as cluster; None with fewer than 2 cases.
+
+    See `_stderr_of_case_values` for the formula: SE = sqrt(sum_i (m_i - m)^2 / (N (N-1)))
+    over the N cases with a scored trial, m_i = c_i/n_i and m the mean of the m_i.
+    """
+    return _stderr_of_case_values([c / n for n, c in _tally(cases) if n >= 1])
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics (Hyndman-Fan type 7, numpy's default)."""
+    position = (len(sorted_values) - 1) * q
+    below = math.floor(position)
+    above = min(below + 1, len(sorted_values) - 1)
+    fraction = position - below
+    return sorted_values[below] + fraction * (sorted_values[above] - sorted_values[below])
+
+
+def bootstrap_ci(
+    cases: CaseOutcomes,
+    statistic: Statistic,
+    *,
+    seed: int,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> tuple[float, float] | None:
+    """Percentile 95% interval of `statistic`, resampling whole cases with replacement.
+
+    Cases, not trials, are resampled: trials of one case are not independent, and resampling
+    them would give intervals that are too narrow. `random.Random(seed)` makes the interval
+    reproducible; record the seed with the report. Pass only the cases the statistic uses
+    (e.g. those with n_i >= k for pass^k): a resample must always yield a value. None when
+    there are fewer than 2 cases (every resample would be the same case).
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
+        raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
+    outcomes = list(cases.values())
+    if len(outcomes) < 2:
+        return None
+    rng = random.Random(seed)
+    # A resample may hold the same case twice, so it gets fresh keys; the statistic only
+    # sees the outcomes, never the ids.
+    keys = [str(i) for i in range(len(outcomes))]
+    values: list[float] = []
+    for _ in range(resamples):
+        value = statistic(dict(zip(keys, rng.choices(outcomes, k=len(outcomes)), strict=True)))
+        if value is None:
+            raise ValueError(
+                "the statistic gave no value for a bootstrap resample; "
+                "pass only the cases it uses"
+            )
+        values.append(value)
+    values.sort()
+    return _quantile(values, 0.025), _quantile(values, 0.975)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """Wilson score interval for one proportion (Wilson 1927); None when n is 0.
+
+    Unlike the Wald interval p +- z sqrt(p(1-p)/n) it does not collapse to a point at 0/n
+    or n/n and keeps close to its nominal coverage for small n. Use it for a single
+    proportion of independent trials; for pass rates over cases use the bootstrap.
+    """
+    for name, number in (("successes", successes), ("n", n)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {number!r}")
+    if successes > n:
+        raise ValueError(f"successes ({successes}) cannot exceed n ({n})")
+    if isinstance(z, bool) or not isinstance(z, int | float) or not math.isfinite(z) or z <= 0:
+        raise ValueError(f"z must be a positive finite number, got {z!r}")
+    if n == 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    # Clamped because rounding can push an endpoint a hair outside [0, 1] at 0/n and n/n.
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """One reported number with its uncertainty. Any None field is explained by `reason`."""
+
+    value: float | None
+    ci95: tuple[float, float] | None
+    stderr_clustered: float | None
+    reason: str | None
+    cases_used: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "ci95": None if self.ci95 is None else [self.ci95[0], self.ci95[1]],
+            "stderr_clustered": self.stderr_clustered,
+            "reason": self.reason,
+            "cases_used": self.cases_used,
+        }
+
+
+def _trials(k: int) -> str:
+    return "1 scored trial" if k == 1 else f"{k} scored trials"
+
+
+def _metric(
+    cases: CaseOutcomes,
+    min_n: int,
+    estimator: _Estimator,
+    *,
+    missing: str,
+    seed: int,
+    resamples: int,
+) -> Metric:
+    """A metric over the cases with at least `min_n` scored trials."""
+    used = {case_id: trials for case_id, trials in cases.items() if len(trials) >= min_n}
+    if not used:
+        return Metric(None, None, None, missing, 0)
+
+    def statistic(sample: CaseOutcomes) -> float | None:
+        return _mean_over(sample, min_n, estimator)
+
+    value = statistic(used)
+    if len(used) < 2:
+        reason = (
+            f"only 1 case has at least {_trials(min_n)}; "
+            "the interval and standard error need at least 2 cases"
+        )
+        return Metric(value, None, None, reason, 1)
+    values = [num / den for num, den in (estimator(n, c) for n, c in _tally(used))]
+    return Metric(
+        value=value,
+        ci95=bootstrap_ci(used, statistic, seed=seed, resamples=resamples),
+        stderr_clustered=_stderr_of_case_values(values),
+        reason=None,
+        cases_used=len(used),
+    )
+
+
+def summarize(
+    cases: CaseOutcomes, k: int, *, seed: int, resamples: int = DEFAULT_RESAMPLES
+) -> dict[str, Any]:
+    """pass@1, pass^k and pass@k with bootstrap intervals and clustered standard errors.
+
+    JSON-ready (no tuples, no NaN). Each metric's bootstrap starts from `seed`, so a metric's
+    interval does not change when another metric is added or removed.
+    """
+    k = _check_k(k)
+    tallies = _tally(cases)
+    largest = max((n for n, _ in tallies), default=0)
+    short = (
+        f"no case has {_trials(k)} (k={k}); "
+        + ("there are no cases" if not tallies else f"the largest n is {largest}")
+    )
+    common = {"seed": seed, "resamples": resamples}
+    return {
+        "pass_at_1": _metric(
+            cases, 1, _pass_at_1_case, missing="no case has a scored trial", **common
+        ).to_json(),
+        "pass_hat_k": _metric(cases, k, _pass_hat_k_case(k), missing=short, **common).to_json(),
+        "pass_at_k": _metric(cases, k, _pass_at_k_case(k), missing=short, **common).to_json(),
+        "k": k,
+        "cases": len(tallies),
+        "trials": sum(n for n, _ in tallies),
+        "seed": seed,
+    }
