@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import docker
 import docker.errors
 import pytest
@@ -44,7 +46,5 @@ def test_reaper_removes_only_containers_no_trial_owns(
         assert docker_client.containers.get(kept.id).labels[LABEL_TRIAL] == "still-running"
     finally:
         for container in (orphan, kept):
-            try:
+            with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
-            except docker.errors.NotFound:
-                pass

@@ -20,7 +20,8 @@ from sandbox.suite import Case
 {prelude}
 CASES = [Case(id="c", input="Write a.txt", files={files!r},
               judges=[judges.file_equals("a.txt", "a")],
-              scripts={{"solution": [faux.call("write", path="a.txt", content="a"), faux.text("ok")]}})]
+              scripts={{"solution": [faux.call("write", path="a.txt", content="a"),
+                                     faux.text("ok")]}})]
 """
 
 
