@@ -13,10 +13,23 @@ import random
 from collections.abc import Sequence
 from urllib.parse import parse_qs, urlsplit
 
-from sandbox.conversation import ProviderError
+from sandbox.conversation import AssistantTurn, ModelRequest, ProviderError
 from sandbox.faux import FauxModel, FauxStep, text
 
 GIVE_UP = "I could not complete this task."
+
+
+class GiveUpModel:
+    """Answers every request, in every step of a case, by giving up."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._reply = FauxModel([text(GIVE_UP)], name=name)
+
+    def complete(self, request: ModelRequest) -> AssistantTurn:
+        turn = self._reply.complete(request)
+        self._reply = FauxModel([text(GIVE_UP)], name=self.name)
+        return turn
 
 
 def parse_coin(model_id: str) -> float:
@@ -47,14 +60,14 @@ def simulated_model(
     case_id: str,
     round_: int,
     variant: str,
-) -> tuple[FauxModel, bool, float]:
+) -> tuple[FauxModel | GiveUpModel, bool, float]:
     """The model for this trial, whether its coin passed, and the draw."""
     p = parse_coin(model_id)
     draw = coin_draw(seed, case_id, round_, variant)
     passed = draw < p
     name = f"simulated/{model_id}"
     if not passed:
-        return FauxModel([text(GIVE_UP)], name=name), False, draw
+        return GiveUpModel(name), False, draw
     if solution is None:
         raise ProviderError(
             f"Case {case_id} has no 'solution' script, which the simulated model replays "
