@@ -6,7 +6,10 @@ import argparse
 import dataclasses
 import json
 import math
+import socket
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +20,8 @@ import docker.errors
 from sandbox.protocol import Limits, ModelRef, RunSpec
 from service import images
 from service.backends.docker import DockerBackend, DockerSettings
+from service.report.commands import add_commands as add_report_commands
+from service.store.db import database_url
 from service.suites import SuiteError, list_cases, load_suite
 from service.trials import TrialRecord, run_trial
 
@@ -154,29 +159,56 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
     return 0 if record.result.outcome == "passed" and not leaked else 1
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.api.app import create_app
+
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The smoke suite, trial by trial, with the simulated model over several rounds."""
-    backend = _backend(_client())
-    bundle = load_suite("smoke")
-    cases = list_cases(backend, bundle)
-    model = ModelRef.parse(args.model)
-    _progress(f"Running {len(cases)} smoke cases x {args.rounds} rounds with {model}.")
-    passes: dict[str, int] = {}
-    for case in cases:
-        for round_ in range(1, args.rounds + 1):
-            spec = RunSpec(
-                trial_id=f"demo-{uuid.uuid4().hex[:12]}",
-                suite=bundle,
-                case_id=case.id,
-                model=model,
-                round=round_,
-                seed=args.seed,
-            )
-            record = run_trial(backend, spec, job_id="demo", deadline_s=120)
-            passes[case.id] = passes.get(case.id, 0) + (record.result.outcome == "passed")
-            print(f"{case.id:<20} round {round_}: {_summary(record)}", flush=True)
-    for case_id, count in passes.items():
-        print(f"{case_id:<20} passed {count}/{args.rounds}")
+    """The main job end to end: a control plane on SQLite, the smoke suite over HTTP."""
+    import uvicorn
+
+    from service.api.app import create_app
+    from service.client import Client
+
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="examhall-demo-server", daemon=True)
+    _progress(f"Starting the control plane on http://127.0.0.1:{port} (database {database_url()})")
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise SystemExit("examhall: the control plane failed to start; see above.")
+            time.sleep(0.1)
+        client = Client(f"http://127.0.0.1:{port}")
+        body = {
+            "suite": "smoke",
+            "model": dict(zip(("provider", "id"), args.model.split("/", 1), strict=True)),
+            "rounds": args.rounds,
+            "seed": args.seed,
+        }
+        job = client.submit(body)
+        _progress(f"Submitted {job['id']}: {job['planned_trials']} trials ({args.model}).")
+        client.wait(job["id"])
+        print(client.report_text(job["id"]), end="")
+        client.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
     return 0
 
 
@@ -222,11 +254,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run_trial)
 
-    demo = sub.add_parser("demo", help="run the smoke suite with the simulated model")
+    serve = sub.add_parser("serve", help="run the control plane (HTTP API and scheduler)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(func=cmd_serve)
+
+    demo = sub.add_parser(
+        "demo", help="start a control plane, run the smoke suite as a job over HTTP, report"
+    )
     demo.add_argument("--model", default="simulated/coin?p=0.8")
-    demo.add_argument("--rounds", type=_positive(int), default=3)
+    demo.add_argument("--rounds", type=_positive(int), default=5)
     demo.add_argument("--seed", type=int, default=7)
     demo.set_defaults(func=cmd_demo)
+
+    add_report_commands(sub)
 
     reap = sub.add_parser(
         "reap",

@@ -28,7 +28,7 @@ from typing import Any
 CaseOutcomes = Mapping[str, Sequence[bool]]
 """Case id -> the outcomes of its scored trials (True = passed). Errored trials are not here."""
 
-Statistic = Callable[[CaseOutcomes], "float | None"]
+Statistic = Callable[[CaseOutcomes], float | None]
 
 DEFAULT_RESAMPLES = 2000
 
@@ -164,7 +164,8 @@ def bootstrap_ci(
 
     Cases, not trials, are resampled: trials of one case are not independent, and resampling
     them would give intervals that are too narrow. `random.Random(seed)` makes the interval
-    reproducible; record the seed with the report. Pass only the cases the statistic uses
+    reproducible (for a given seed, the same set of cases in any order gives the same
+    interval); record the seed with the report. Pass only the cases the statistic uses
     (e.g. those with n_i >= k for pass^k): a resample must always yield a value. None when
     there are fewer than 2 cases (every resample would be the same case).
     """
@@ -172,7 +173,9 @@ def bootstrap_ci(
         raise ValueError(f"seed must be an integer, got {seed!r}")
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
         raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
-    outcomes = list(cases.values())
+    # Sorted by id, so the interval depends on which cases there are, not on the order they
+    # arrived in (lines of a file, rows from the database).
+    outcomes = [cases[case_id] for case_id in sorted(cases)]
     if len(outcomes) < 2:
         return None
     rng = random.Random(seed)
@@ -184,8 +187,7 @@ def bootstrap_ci(
         value = statistic(dict(zip(keys, rng.choices(outcomes, k=len(outcomes)), strict=True)))
         if value is None:
             raise ValueError(
-                "the statistic gave no value for a bootstrap resample; "
-                "pass only the cases it uses"
+                "the statistic gave no value for a bootstrap resample; pass only the cases it uses"
             )
         values.append(value)
     values.sort()
@@ -213,8 +215,11 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     denominator = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denominator
     half = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # Clamped because rounding can push an endpoint a hair outside [0, 1] at 0/n and n/n.
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0/n the lower end is exactly 0 and at n/n the upper end exactly 1; rounding would
+    # otherwise leave 1e-17 or 0.9999999999999999, which excludes the observed proportion.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,17 +291,24 @@ def summarize(
     k = _check_k(k)
     tallies = _tally(cases)
     largest = max((n for n, _ in tallies), default=0)
-    short = (
-        f"no case has {_trials(k)} (k={k}); "
-        + ("there are no cases" if not tallies else f"the largest n is {largest}")
+    short = f"no case has {_trials(k)} (k={k}); " + (
+        "there are no cases" if not tallies else f"the largest n is {largest}"
     )
-    common = {"seed": seed, "resamples": resamples}
     return {
         "pass_at_1": _metric(
-            cases, 1, _pass_at_1_case, missing="no case has a scored trial", **common
+            cases,
+            1,
+            _pass_at_1_case,
+            missing="no case has a scored trial",
+            seed=seed,
+            resamples=resamples,
         ).to_json(),
-        "pass_hat_k": _metric(cases, k, _pass_hat_k_case(k), missing=short, **common).to_json(),
-        "pass_at_k": _metric(cases, k, _pass_at_k_case(k), missing=short, **common).to_json(),
+        "pass_hat_k": _metric(
+            cases, k, _pass_hat_k_case(k), missing=short, seed=seed, resamples=resamples
+        ).to_json(),
+        "pass_at_k": _metric(
+            cases, k, _pass_at_k_case(k), missing=short, seed=seed, resamples=resamples
+        ).to_json(),
         "k": k,
         "cases": len(tallies),
         "trials": sum(n for n, _ in tallies),

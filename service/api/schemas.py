@@ -1,0 +1,135 @@
+"""Request and response bodies of the HTTP API."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+
+KNOWN_PROVIDERS = ("faux", "simulated")
+
+
+class UploadedSuite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    source: str = Field(min_length=1, max_length=1024 * 1024)
+
+
+class ModelSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    provider: str = Field(min_length=1, description="faux or simulated")
+    id: str = Field(min_length=1, description="e.g. solution (faux) or coin?p=0.85 (simulated)")
+
+    @field_validator("provider")
+    @classmethod
+    def known_provider(cls, value: str) -> str:
+        if value not in KNOWN_PROVIDERS:
+            raise ValueError(f"unknown provider {value!r}; known: {', '.join(KNOWN_PROVIDERS)}")
+        return value
+
+
+class JobLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    timeout_s: float = Field(default=600.0, description="wall-clock deadline per trial, seconds")
+    max_turns: StrictInt = Field(default=50, ge=1, le=10_000)
+
+    @field_validator("timeout_s")
+    @classmethod
+    def positive_finite(cls, value: float) -> float:
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError("timeout_s must be a positive finite number of seconds")
+        return value
+
+
+class JobRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    suite: str | UploadedSuite = Field(
+        description="a shipped suite name (e.g. smoke) or an uploaded {name, source}"
+    )
+    cases: list[str] | None = Field(default=None, description="case ids; all cases if omitted")
+    model: ModelSpec
+    rounds: StrictInt = Field(default=1, ge=1, le=1000, description="k: repetitions per case")
+    limits: JobLimits = Field(default_factory=JobLimits)
+    seed: StrictInt = 0
+    max_infra_retries: StrictInt = Field(default=1, ge=0, le=10)
+
+    @field_validator("cases")
+    @classmethod
+    def non_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("cases must name at least one case, or be omitted for all cases")
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("cases lists a case twice")
+        return value
+
+
+class JobCreated(BaseModel):
+    id: str
+    planned_trials: int
+    status: str
+
+
+class TrialCounts(BaseModel):
+    queued: int = 0
+    running: int = 0
+    finished: int = 0
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+
+
+class JobView(BaseModel):
+    id: str
+    status: Literal["queued", "running", "finished"]
+    suite: str
+    suite_sha256: str
+    spec: dict[str, Any]
+    planned_trials: int
+    counts: TrialCounts
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class TrialView(BaseModel):
+    id: str
+    job_id: str
+    case_id: str
+    variant: str
+    round: int
+    order: int
+    attempt: int
+    status: str
+    outcome: str | None
+    score: float | None
+    error_kind: str | None
+    error_message: str | None
+    failed_step: str | None
+    model_requested: str | None
+    model_returned: str | None
+    tool_calls: int | None
+    usage: dict[str, Any] | None
+    judges: list[Any] | None
+    timings: dict[str, Any] | None
+    container_id: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    wall_s: float | None
+    artifacts: list[str] = Field(default_factory=list)
+
+
+class EventView(BaseModel):
+    seq: int
+    type: str
+    payload: dict[str, Any]
+
+
+class ErrorDetail(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str = "value_error"
+
+
+class ErrorBody(BaseModel):
+    detail: list[ErrorDetail] | str

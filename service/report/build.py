@@ -1,0 +1,223 @@
+"""The job report: a pure function of the stored job and its trials."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from service.report.metrics import pass_at_1, pass_at_k, pass_hat_k, summarize
+
+SCHEMA_VERSION = 1
+# Failures of the agent's run count against the task; failures of ours do not score it.
+COUNTED_AS_FAILED = frozenset({"agent_error", "provider_error", "timeout", "limit_exceeded"})
+NOT_SCORED = frozenset({"infra_error", "sandbox_error", "judge_error"})
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    id: str
+    status: str
+    suite_name: str
+    suite_sha256: str
+    rounds: int
+    seed: int
+    planned: int
+    model: str
+    image: str
+    image_digest: str | None
+    service_version: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class TrialFacts:
+    case_id: str
+    variant: str
+    round: int
+    order: int
+    attempt: int
+    status: str
+    outcome: str | None
+    error_kind: str | None
+    model_returned: str | None
+
+
+def scored(trial: TrialFacts) -> bool | None:
+    """True/False for a scored trial, None for one that cannot score the task."""
+    if trial.status != "finished":
+        return None
+    if trial.outcome in ("passed", "failed"):
+        return trial.outcome == "passed"
+    return False if trial.error_kind in COUNTED_AS_FAILED else None
+
+
+def final_attempts(trials: Iterable[TrialFacts]) -> list[TrialFacts]:
+    """The last attempt of each planned trial; earlier attempts are kept but not scored."""
+    latest: dict[tuple[str, int], TrialFacts] = {}
+    for trial in trials:
+        key = (trial.variant, trial.order)
+        if key not in latest or trial.attempt > latest[key].attempt:
+            latest[key] = trial
+    return sorted(latest.values(), key=lambda t: t.order)
+
+
+def _outcomes(finals: Sequence[TrialFacts], all_trials: Sequence[TrialFacts]) -> dict[str, Any]:
+    counts: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    for trial in finals:
+        counts[trial.outcome or trial.status] += 1
+        if trial.error_kind:
+            kinds[trial.error_kind] += 1
+    return {
+        "passed": counts["passed"],
+        "failed": counts["failed"],
+        "error": counts["error"],
+        "unfinished": counts["queued"] + counts["running"],
+        "error_kinds": dict(sorted(kinds.items())),
+        "counted_as_failed": sum(kinds[k] for k in COUNTED_AS_FAILED),
+        "excluded": sum(kinds[k] for k in NOT_SCORED),
+        "attempts": len(all_trials),
+        "retried_attempts": len(all_trials) - len(finals),
+    }
+
+
+def _per_case(cases: dict[str, list[bool]], k: int) -> list[dict[str, Any]]:
+    rows = []
+    for case_id, runs in cases.items():
+        one = {case_id: runs}
+        rows.append(
+            {
+                "case": case_id,
+                "n": len(runs),
+                "passes": sum(runs),
+                "pass_at_1": pass_at_1(one) if runs else None,
+                "pass_hat_k": pass_hat_k(one, k),
+                "pass_at_k": pass_at_k(one, k),
+            }
+        )
+    return rows
+
+
+def build_report(
+    job: JobFacts,
+    trials: Sequence[TrialFacts],
+    *,
+    case_order: Sequence[str],
+    generated_at: datetime,
+) -> dict[str, Any]:
+    by_variant: dict[str, list[TrialFacts]] = defaultdict(list)
+    for trial in trials:
+        by_variant[trial.variant].append(trial)
+    variants = []
+    for name, variant_trials in by_variant.items():
+        finals = final_attempts(variant_trials)
+        cases: dict[str, list[bool]] = {case_id: [] for case_id in case_order}
+        for trial in sorted(finals, key=lambda t: t.round):
+            verdict = scored(trial)
+            if verdict is not None:
+                cases.setdefault(trial.case_id, []).append(verdict)
+        summary = summarize(
+            {c: runs for c, runs in cases.items() if runs}, job.rounds, seed=job.seed
+        )
+        variants.append(
+            {
+                "name": name,
+                "pass_at_1": summary["pass_at_1"],
+                "pass_hat_k": summary["pass_hat_k"],
+                "pass_at_k": summary["pass_at_k"],
+                "scored_trials": summary["trials"],
+                "outcomes": _outcomes(finals, variant_trials),
+                "cases": _per_case(cases, job.rounds),
+            }
+        )
+    finished = sum(1 for t in final_attempts(trials) if t.status == "finished")
+    notes = []
+    if job.rounds == 1:
+        notes.append(
+            "One repetition cannot establish stability: pass^k needs k >= 2 rounds per case."
+        )
+    if job.status != "finished":
+        notes.append(
+            f"The job is still {job.status}: {finished} of {job.planned} trials finished; "
+            "these numbers will change."
+        )
+    returned = sorted({t.model_returned for t in trials if t.model_returned})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "job": job.id,
+        "status": job.status,
+        "k": job.rounds,
+        "variants": variants,
+        "notes": notes,
+        "record": {
+            "service_version": job.service_version,
+            "image": job.image,
+            "image_digest": job.image_digest,
+            "suite": job.suite_name,
+            "suite_sha256": job.suite_sha256,
+            "model_requested": job.model,
+            "models_returned": returned,
+            "submitted_at": job.created_at.isoformat() + "Z",
+            "generated_at": generated_at.isoformat() + "Z",
+            "k": job.rounds,
+            "cases": list(case_order),
+            "seed": job.seed,
+            "planned_trials": job.planned,
+        },
+    }
+
+
+def _metric_text(metric: dict[str, Any]) -> str:
+    if metric["value"] is None:
+        return f"n/a ({metric['reason']})"
+    text = f"{100 * metric['value']:5.1f}%"
+    if metric["ci95"] is not None:
+        low, high = metric["ci95"]
+        text += f"  [95% CI {100 * low:.1f}-{100 * high:.1f}]"
+    if metric["stderr_clustered"] is not None:
+        text += f"  SE {100 * metric['stderr_clustered']:.1f} pp"
+    elif metric["reason"]:
+        text += f"  ({metric['reason']})"
+    return text
+
+
+def render_text(report: dict[str, Any]) -> str:
+    record = report["record"]
+    k = report["k"]
+    lines = [
+        f"examhall report {report['job']} ({report['status']})",
+        f"suite {record['suite']} ({record['suite_sha256'][:12]}), "
+        f"model {record['model_requested']}, k={k}, seed {record['seed']}",
+        "",
+    ]
+    for variant in report["variants"]:
+        out = variant["outcomes"]
+        lines += [
+            f"variant {variant['name']}: {variant['scored_trials']} scored trials",
+            f"  pass@1   {_metric_text(variant['pass_at_1'])}",
+            f"  pass^{k:<3} {_metric_text(variant['pass_hat_k'])}",
+            f"  pass@{k:<3} {_metric_text(variant['pass_at_k'])}",
+            f"  outcomes passed {out['passed']}, failed {out['failed']}, error {out['error']}"
+            + (
+                f" ({', '.join(f'{n} {c}' for c, n in out['error_kinds'].items())})"
+                if out["error_kinds"]
+                else ""
+            )
+            + (f", retried attempts {out['retried_attempts']}" if out["retried_attempts"] else ""),
+            "",
+            f"  {'case':<28} {'n':>3} {'pass':>4}  pass@1  pass^{k}",
+        ]
+        for row in variant["cases"]:
+            hat = "  n/a" if row["pass_hat_k"] is None else f"{100 * row['pass_hat_k']:5.0f}%"
+            one = "  n/a" if row["pass_at_1"] is None else f"{100 * row['pass_at_1']:5.0f}%"
+            lines.append(f"  {row['case']:<28} {row['n']:>3} {row['passes']:>4}  {one}  {hat}")
+        lines.append("")
+    lines += [f"note: {note}" for note in report["notes"]]
+    lines.append(
+        f"examhall {record['service_version']}, image {record['image']}"
+        f" ({(record['image_digest'] or 'no digest')[:19]}), generated {record['generated_at']}"
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,315 @@
+"""The scheduler: runs queued trials in planned order, at most N containers at once.
+
+Each trial's events are ingested in batches while it runs; its result, artifacts and the
+job's status are written when it ends. An `infra_error` is retried as a new attempt (every
+attempt is kept) up to the job's `max_infra_retries`. On start, trials a killed control
+plane left `running` are queued again, with their partial events dropped, and their
+containers are removed, so no trial is counted twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from sandbox.protocol import Event, Limits, ModelRef, RunSpec, SuiteBundle
+from service.backends.docker import DockerBackend
+from service.store.models import Artifact, Job, Suite, Trial
+from service.store.models import Event as EventRow
+from service.trials import TrialRecord, run_trial
+
+log = logging.getLogger("examhall.scheduler")
+
+EVENT_BATCH = 200
+EVENT_FLUSH_S = 0.25
+REAP_EVERY_S = 30.0
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def default_max_containers() -> int:
+    value = os.environ.get("EXAMHALL_MAX_CONTAINERS")
+    if value is None:
+        return os.cpu_count() or 1
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"EXAMHALL_MAX_CONTAINERS={value!r} is not a positive integer.")
+    return count
+
+
+class EventSink:
+    """Buffers a trial's events and writes them in batches."""
+
+    def __init__(self, sessions: sessionmaker[Session], trial_id: str) -> None:
+        self.sessions = sessions
+        self.trial_id = trial_id
+        self.pending: list[EventRow] = []
+        self.seq = 0
+        self.last_flush = time.monotonic()
+
+    def __call__(self, event: Event) -> None:
+        self.seq += 1
+        self.pending.append(
+            EventRow(
+                trial_id=self.trial_id,
+                seq=self.seq,
+                type=event.type,
+                payload=dataclasses.asdict(event),
+            )
+        )
+        if len(self.pending) >= EVENT_BATCH or time.monotonic() - self.last_flush > EVENT_FLUSH_S:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            with self.sessions.begin() as session:
+                session.add_all(self.pending)
+            self.pending = []
+        self.last_flush = time.monotonic()
+
+
+class Scheduler:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        backend: DockerBackend,
+        *,
+        max_containers: int | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
+        self.sessions = sessions
+        self.backend = backend
+        self.max_containers = max_containers or default_max_containers()
+        self.poll_s = poll_s
+        self.owner = backend.settings.owner
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._running: set[str] = set()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(self.max_containers, thread_name_prefix="examhall-trial")
+        self._thread: threading.Thread | None = None
+        self._suites: dict[str, SuiteBundle] = {}
+        self.on_change: Callable[[str], None] | None = None
+
+    # ----- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.recover()
+        self._thread = threading.Thread(target=self._loop, name="examhall-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def recover(self) -> None:
+        """Queue again what a previous process left running, and remove its containers."""
+        with self.sessions.begin() as session:
+            stale = session.scalars(select(Trial.id).where(Trial.status == "running")).all()
+            if stale:
+                session.execute(delete(EventRow).where(EventRow.trial_id.in_(stale)))
+                session.execute(delete(Artifact).where(Artifact.trial_id.in_(stale)))
+                session.execute(
+                    update(Trial)
+                    .where(Trial.id.in_(stale))
+                    .values(status="queued", owner=None, container_id=None, started_at=None)
+                )
+                log.warning("queued %d interrupted trial(s) again", len(stale))
+        self.reap()
+
+    def reap(self) -> list[str]:
+        """Remove containers of this store's trials that no live trial of ours owns."""
+        with self.sessions() as session:
+            known = set(session.scalars(select(Trial.id)).all())
+        return self.backend.reap(keep=lambda trial: trial not in known)
+
+    # ----- the loop ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        last_reap = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._fill()
+                if time.monotonic() - last_reap > REAP_EVERY_S:
+                    self.reap()
+                    last_reap = time.monotonic()
+            except Exception:  # the loop must outlive a database hiccup
+                log.exception("scheduler iteration failed")
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+
+    def _fill(self) -> None:
+        with self._lock:
+            free = self.max_containers - len(self._running)
+        if free <= 0:
+            return
+        for trial_id in self._claim(free):
+            with self._lock:
+                self._running.add(trial_id)
+            self._pool.submit(self._run_guarded, trial_id)
+
+    def _claim(self, limit: int) -> list[str]:
+        """Mark the next queued trials running, in job then plan order."""
+        with self.sessions.begin() as session:
+            query = (
+                select(Trial)
+                .join(Job, Job.id == Trial.job_id)
+                .where(Trial.status == "queued")
+                .order_by(Job.created_at, Trial.order, Trial.attempt)
+                .limit(limit)
+            )
+            if session.bind is not None and session.bind.dialect.name == "postgresql":
+                query = query.with_for_update(skip_locked=True, of=Trial)
+            trials = session.scalars(query).all()
+            for trial in trials:
+                trial.status = "running"
+                trial.owner = self.owner
+                trial.started_at = now()
+                job = session.get(Job, trial.job_id)
+                if job is not None and job.status == "queued":
+                    job.status = "running"
+            return [t.id for t in trials]
+
+    def _run_guarded(self, trial_id: str) -> None:
+        try:
+            self._run(trial_id)
+        except Exception:
+            log.exception("trial %s failed outside the sandbox", trial_id)
+            self._finish_infra(trial_id, "The control plane failed while running this trial.")
+        finally:
+            with self._lock:
+                self._running.discard(trial_id)
+            self._wake.set()
+
+    def _spec(self, session: Session, trial: Trial, job: Job) -> RunSpec:
+        bundle = self._suites.get(job.suite_sha256)
+        if bundle is None:
+            suite = session.get(Suite, job.suite_sha256)
+            assert suite is not None
+            bundle = SuiteBundle(name=suite.name, source=suite.source)
+            self._suites[job.suite_sha256] = bundle
+        model = job.spec["model"]
+        return RunSpec(
+            trial_id=trial.id,
+            suite=bundle,
+            case_id=trial.case_id,
+            model=ModelRef(provider=model["provider"], id=model["id"]),
+            variant=trial.variant,
+            round=trial.round,
+            seed=job.seed,
+            limits=Limits(max_turns=job.spec["limits"]["max_turns"]),
+        )
+
+    def _run(self, trial_id: str) -> None:
+        with self.sessions() as session:
+            trial = session.get(Trial, trial_id)
+            assert trial is not None
+            job = session.get(Job, trial.job_id)
+            assert job is not None
+            spec = self._spec(session, trial, job)
+            deadline = float(job.spec["limits"]["timeout_s"])
+        sink = EventSink(self.sessions, trial_id)
+        record = run_trial(self.backend, spec, job_id=job.id, deadline_s=deadline, on_event=sink)
+        sink.flush()
+        self._store(trial_id, record)
+
+    def _store(self, trial_id: str, record: TrialRecord) -> None:
+        result = record.result
+        with self.sessions.begin() as session:
+            trial = session.get(Trial, trial_id)
+            assert trial is not None
+            trial.status = "finished"
+            trial.outcome = result.outcome
+            trial.score = result.score
+            trial.error_kind = result.error_kind
+            trial.error_message = result.error_message
+            trial.failed_step = result.failed_step
+            trial.model_requested = result.model_requested
+            trial.model_returned = result.model_returned
+            trial.tool_calls = result.tool_calls
+            trial.usage = dataclasses.asdict(result.usage)
+            trial.judges = [dataclasses.asdict(j) for j in result.judges]
+            trial.timings = result.timings
+            trial.final_text = result.final_text
+            trial.container_id = record.container.container_id if record.container else None
+            trial.finished_at = now()
+            trial.wall_s = record.wall_s
+            for name, content in record.artifacts.items():
+                session.add(
+                    Artifact(
+                        trial_id=trial_id,
+                        name=name,
+                        sha256=hashlib.sha256(content).hexdigest(),
+                        size=len(content),
+                        content=content,
+                    )
+                )
+            self._after(session, trial)
+        if self.on_change is not None:
+            self.on_change(trial.job_id)
+
+    def _finish_infra(self, trial_id: str, message: str) -> None:
+        with self.sessions.begin() as session:
+            trial = session.get(Trial, trial_id)
+            if trial is None or trial.status == "finished":
+                return
+            trial.status = "finished"
+            trial.outcome = "error"
+            trial.error_kind = "infra_error"
+            trial.error_message = message
+            trial.finished_at = now()
+            self._after(session, trial)
+
+    def _after(self, session: Session, trial: Trial) -> None:
+        """Retry an infra error as a new attempt; finish the job when nothing is left."""
+        job = session.get(Job, trial.job_id)
+        assert job is not None
+        if trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries:
+            session.add(
+                Trial(
+                    id=f"trial-{uuid.uuid4().hex[:16]}",
+                    job_id=job.id,
+                    case_id=trial.case_id,
+                    variant=trial.variant,
+                    round=trial.round,
+                    order=trial.order,
+                    attempt=trial.attempt + 1,
+                    status="queued",
+                )
+            )
+            return
+        session.flush()
+        open_trials = session.scalar(
+            select(func.count())
+            .select_from(Trial)
+            .where(Trial.job_id == job.id, Trial.status != "finished")
+        )
+        if not open_trials:
+            job.status = "finished"
+            job.finished_at = now()
+
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._running

@@ -1,0 +1,97 @@
+"""Tables. Everything a report needs is here; the report is a pure function of these rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Suite(Base):
+    __tablename__ = "suites"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    # queued -> running -> finished
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    suite_sha256: Mapped[str] = mapped_column(ForeignKey("suites.sha256"))
+    suite_name: Mapped[str] = mapped_column(String(200))
+    # The validated request, as submitted (model, cases, rounds, limits, seed, ...).
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    rounds: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    max_infra_retries: Mapped[int] = mapped_column(Integer)
+    planned: Mapped[int] = mapped_column(Integer)
+    image: Mapped[str] = mapped_column(String(200))
+    image_digest: Mapped[str | None] = mapped_column(String(100))
+    service_version: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+    __table_args__ = (
+        Index("ix_trials_queue", "status", "job_id", "order", "attempt"),
+        Index("ix_trials_job", "job_id", "case_id", "variant", "round"),
+    )
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    case_id: Mapped[str] = mapped_column(String(200))
+    variant: Mapped[str] = mapped_column(String(100))
+    round: Mapped[int] = mapped_column(Integer)
+    # Position in the job's plan; retries keep it and raise `attempt`.
+    order: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    # queued -> running -> finished
+    status: Mapped[str] = mapped_column(String(20))
+    outcome: Mapped[str | None] = mapped_column(String(20))
+    score: Mapped[float | None] = mapped_column(Float)
+    error_kind: Mapped[str | None] = mapped_column(String(40))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    failed_step: Mapped[str | None] = mapped_column(String(40))
+    model_requested: Mapped[str | None] = mapped_column(String(200))
+    model_returned: Mapped[str | None] = mapped_column(String(200))
+    tool_calls: Mapped[int | None] = mapped_column(Integer)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    judges: Mapped[list[Any] | None] = mapped_column(JSON)
+    timings: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    final_text: Mapped[str | None] = mapped_column(Text)
+    container_id: Mapped[str | None] = mapped_column(String(80))
+    owner: Mapped[str | None] = mapped_column(String(200))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    wall_s: Mapped[float | None] = mapped_column(Float)
+
+
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_trial_seq", "trial_id", "seq", unique=True),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(20))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Artifact(Base):
+    __tablename__ = "artifacts"
+    __table_args__ = (Index("ix_artifacts_trial_name", "trial_id", "name", unique=True),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"))
+    name: Mapped[str] = mapped_column(String(200))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
