@@ -1,0 +1,124 @@
+"""SIGKILL the control plane mid-job, start it again: nothing is lost or counted twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import httpx
+import pytest
+
+from service.backends.docker import LABEL_JOB
+from tests.docker.conftest import free_port
+
+pytestmark = pytest.mark.docker
+
+
+def _serve(database: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "EXAMHALL_DATABASE_URL": f"sqlite:///{database}",
+        "EXAMHALL_MAX_CONTAINERS": "1",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/jobs", timeout=2).status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.1)
+        assert process.poll() is None, log.read_text()[-3000:]
+    raise AssertionError("the control plane did not start")
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=60)
+
+
+def _wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sigkill_mid_job_then_restart(
+    tmp_path: Path,
+    sandbox_image: str,
+    docker_client: docker.DockerClient,
+    processes: list[subprocess.Popen[bytes]],
+) -> None:
+    database, log, port = tmp_path / "examhall.db", tmp_path / "serve.log", free_port()
+    url = f"http://127.0.0.1:{port}"
+    processes.append(_serve(database, port, log))
+    source = Path("tests/suites/slow.py").read_text()
+    created = httpx.post(
+        f"{url}/v1/jobs",
+        json={
+            "suite": {"name": "slow", "source": source},
+            "model": {"provider": "faux", "id": "solution"},
+            "rounds": 2,
+        },
+        timeout=120,
+    ).json()
+    job_id = created["id"]
+
+    def containers() -> list[object]:
+        return docker_client.containers.list(all=True, filters={"label": f"{LABEL_JOB}={job_id}"})
+
+    def trials() -> list[dict[str, object]]:
+        result: list[dict[str, object]] = httpx.get(f"{url}/v1/jobs/{job_id}/trials").json()
+        return result
+
+    # Let one trial finish and the next one get under way, then kill the control plane.
+    _wait_for(lambda: any(t["status"] == "finished" for t in trials()), 60, "a finished trial")
+    _wait_for(lambda: any(t["status"] == "running" for t in trials()) and containers(), 60,
+              "a running trial")  # fmt: skip
+    interrupted = next(t["id"] for t in trials() if t["status"] == "running")
+    processes[0].send_signal(signal.SIGKILL)
+    processes[0].wait(timeout=30)
+    orphans = {c.id for c in containers()}  # type: ignore[attr-defined]
+    assert orphans, "the killed control plane's container should still be there"
+
+    processes.append(_serve(database, port, log))
+    # On start the orphan is removed (the trial's rerun gets a new container).
+    assert not orphans & {c.id for c in containers()}  # type: ignore[attr-defined]
+    _wait_for(
+        lambda: httpx.get(f"{url}/v1/jobs/{job_id}").json()["status"] == "finished",
+        120,
+        "the job to finish after the restart",
+    )
+    final = trials()
+    assert len(final) == created["planned_trials"] == 4
+    assert sorted((t["case_id"], t["round"]) for t in final) == [
+        (c, r) for c in ("slow-1", "slow-2") for r in (1, 2)
+    ]
+    assert all(t["status"] == "finished" and t["outcome"] == "passed" for t in final)
+    # The interrupted trial ran again from scratch: one clean transcript, no duplicates.
+    events = httpx.get(f"{url}/v1/trials/{interrupted}/events").json()
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert sum(e["type"] == "tool_call" for e in events) == 2
+    report = httpx.get(f"{url}/v1/jobs/{job_id}/report").json()
+    assert report["variants"][0]["scored_trials"] == 4
+    assert report["variants"][0]["outcomes"]["passed"] == 4
+    assert not containers()
