@@ -98,6 +98,10 @@ class RunSpec:
     limits: Limits = field(default_factory=Limits)
     # Direct mode only: provider keys, held in the worker's memory and never in env or on disk.
     credentials: dict[str, str] | None = None
+    # The docs bundle for this variant (file name -> markdown), or None for no <docs> section.
+    docs: dict[str, str] | None = None
+    # Replaces the default <rules> text: the harness's system-prompt transform.
+    rules: str | None = None
     sandbox_uid: int = SANDBOX_UID
     sandbox_gid: int = SANDBOX_GID
 
@@ -202,6 +206,7 @@ class TrialResult:
     model_returned: str | None = None
     tool_calls: int = 0
     final_text: str | None = None
+    system_prompt_sha256: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -280,6 +285,17 @@ def _suite(data: Any) -> SuiteBundle:
     return SuiteBundle(name=_require(data, "name", str), source=_require(data, "source", str))
 
 
+def _string_map(spec: dict[str, Any], key: str) -> dict[str, str] | None:
+    value = spec.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ProtocolError(f"Run request field {key!r} must map names to strings.")
+    return value
+
+
 def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
     try:
         data = json.loads(line)
@@ -301,12 +317,11 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
     model = _require(spec, "model", dict)
     limits = spec.get("limits") or {}
     tools = spec.get("tools")
-    credentials = spec.get("credentials")
-    if credentials is not None and not (
-        isinstance(credentials, dict)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in credentials.items())
-    ):
-        raise ProtocolError("Run request field 'credentials' must map names to strings.")
+    credentials = _string_map(spec, "credentials")
+    docs = _string_map(spec, "docs")
+    rules = spec.get("rules")
+    if rules is not None and not isinstance(rules, str):
+        raise ProtocolError("Run request field 'rules' must be a string.")
     return RunRequest(
         spec=RunSpec(
             trial_id=_require(spec, "trial_id", str),
@@ -325,6 +340,8 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
                 tool_output_bytes=int(limits.get("tool_output_bytes", Limits.tool_output_bytes)),
             ),
             credentials=credentials,
+            docs=docs,
+            rules=rules,
             sandbox_uid=int(spec.get("sandbox_uid", SANDBOX_UID)),
             sandbox_gid=int(spec.get("sandbox_gid", SANDBOX_GID)),
         )

@@ -20,7 +20,7 @@ from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
 from sandbox.models import resolve_model
-from sandbox.prompt import build_system_prompt
+from sandbox.prompt import PromptMismatch, build_system_prompt, prompt_sha256, verify_prompt
 from sandbox.protocol import (
     BUNDLE_DIR,
     WORKSPACE_DIR,
@@ -177,6 +177,7 @@ class Worker:
         secrets: credentials.Credentials,
     ) -> TrialResult:
         state = AgentState()
+        prompt_hash: str | None = None
         started = time.monotonic()
         self.channel.send(StepMessage(step="run_agent"))
         try:
@@ -189,6 +190,13 @@ class Worker:
                 tools = select_tools(list(names))
             except ValueError as exc:
                 raise StepFailed("run_agent", str(exc)) from None
+            system = build_system_prompt([t.name for t in tools], docs=spec.docs, rules=spec.rules)
+            try:
+                verify_prompt(system, variant=spec.variant, has_docs=spec.docs is not None)
+            except PromptMismatch as exc:
+                raise StepFailed("run_agent", str(exc)) from None
+            prompt_hash = prompt_sha256(system)
+            self.emit(LifecycleEvent(step="system_prompt", detail=f"sha256 {prompt_hash}"))
             ctx = ToolContext(
                 workspace=Path(WORKSPACE_DIR),
                 timeout_s=spec.limits.tool_timeout_s,
@@ -197,7 +205,7 @@ class Worker:
             )
             run_agent(
                 model,
-                system=build_system_prompt([t.name for t in tools]),
+                system=system,
                 prompts=case.prompts,
                 tools=tools,
                 ctx=ctx,
@@ -224,6 +232,7 @@ class Worker:
                 model_returned=state.model_returned,
                 tool_calls=state.tool_calls,
                 final_text=state.final_text,
+                system_prompt_sha256=prompt_hash,
                 timings=self.timings,
                 **fields,
             )

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from sandbox.protocol import SuiteBundle
 from service import __version__
-from service.api.schemas import JobRequest
+from service.api.schemas import Harness, JobRequest
 from service.store.models import Job, Suite, Trial
-from service.suites import SuiteError, load_suite, shipped_suites
+from service.suites import SuiteError, load_suite, shipped_dir, shipped_suites
 
 DEFAULT_VARIANT = "default"
 
@@ -36,15 +40,107 @@ class PlannedTrial:
 
 
 def plan(
-    cases: list[str], rounds: int, variants: tuple[str, ...] = (DEFAULT_VARIANT,)
+    cases: list[str], rounds: int, arms: tuple[str, ...] = (DEFAULT_VARIANT,)
 ) -> list[PlannedTrial]:
-    """Round by round, so a job stopped early still covers every case evenly."""
+    """Round by round, so a job stopped early still covers every case evenly; within a
+    (case, round) every arm runs back to back, the baseline first in odd rounds and last
+    in even ones, so drift over the job cannot favour one arm (as pi-evals does)."""
     planned: list[PlannedTrial] = []
     for round_ in range(1, rounds + 1):
         for case_id in cases:
-            for variant in variants:
+            for variant in arms if round_ % 2 else tuple(reversed(arms)):
                 planned.append(PlannedTrial(case_id, variant, round_, len(planned)))
     return planned
+
+
+@dataclass(frozen=True)
+class Design:
+    """The variants of a job, resolved: each a JSON-ready harness with its model."""
+
+    variants: dict[str, dict[str, Any]]
+    baseline: str | None
+    # Baseline first, then candidates in the order given.
+    arms: tuple[str, ...]
+    docs: dict[str, str] | None
+    docs_name: str | None
+
+
+def docs_sets_dir() -> Path:
+    return Path(os.environ.get("EXAMHALL_DOCS_DIR") or shipped_dir() / "docs")
+
+
+def registered_docs() -> list[str]:
+    root = docs_sets_dir()
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def load_docs(name: str) -> dict[str, str]:
+    if name not in registered_docs():
+        known = ", ".join(registered_docs()) or "none"
+        raise JobInputError(
+            ("body", "docs"),
+            f"Unknown docs set {name!r}; this box has: {known}. "
+            'Or send the bundle itself as {"files": {"name.md": "..."}}.',
+        )
+    return {p.name: p.read_text() for p in sorted((docs_sets_dir() / name).glob("*.md"))}
+
+
+def resolve_design(request: JobRequest) -> Design:
+    variants = request.variants
+    baseline = request.baseline
+    if request.comparison == "docs-lift":
+        if variants is not None:
+            raise JobInputError(
+                ("body", "variants"), 'Give either comparison "docs-lift" or variants, not both.'
+            )
+        if request.docs is None:
+            raise JobInputError(
+                ("body", "docs"), "The docs-lift comparison needs a docs bundle or docs set name."
+            )
+        if baseline not in (None, "without_docs"):
+            raise JobInputError(
+                ("body", "baseline"), "In a docs-lift comparison the baseline is without_docs."
+            )
+        variants = {"without_docs": Harness(), "with_docs": Harness(docs=True)}
+        baseline = "without_docs"
+    elif variants is None:
+        variants = {DEFAULT_VARIANT: Harness()}
+    if len(variants) > 1 and baseline is None:
+        raise JobInputError(
+            ("body", "baseline"),
+            f"With {len(variants)} variants, baseline must name the one the others are "
+            f"compared to: one of {', '.join(variants)}.",
+        )
+    if baseline is not None and baseline not in variants:
+        raise JobInputError(
+            ("body", "baseline"),
+            f"baseline {baseline!r} is not a variant; variants: {', '.join(variants)}.",
+        )
+    docs_name = request.docs if isinstance(request.docs, str) else None
+    docs: dict[str, str] | None = None
+    if request.docs is not None:
+        docs = load_docs(request.docs) if isinstance(request.docs, str) else request.docs.files
+    resolved: dict[str, dict[str, Any]] = {}
+    for name, harness in variants.items():
+        model = harness.model or request.model
+        if model is None:
+            raise JobInputError(
+                ("body", "model"), "model is required unless every variant names its own model."
+            )
+        if harness.docs and docs is None:
+            raise JobInputError(
+                ("body", "variants", name, "docs"),
+                f"Variant {name} wants docs, but the job has no docs bundle; add docs.",
+            )
+        resolved[name] = {
+            "model": model.model_dump(),
+            "tools": harness.tools,
+            "docs": harness.docs,
+            "rules": harness.rules,
+            "limits": (harness.limits or request.limits).model_dump(),
+        }
+    arms = ((baseline,) if baseline else ()) + tuple(v for v in variants if v != baseline)
+    return Design(resolved, baseline, arms, docs, docs_name)
 
 
 def resolve_suite(request: JobRequest) -> SuiteBundle:
@@ -87,13 +183,28 @@ def create_job(
     if session.get(Suite, sha) is None:
         session.add(Suite(sha256=sha, name=bundle.name, source=bundle.source, created_at=now))
         session.flush()  # no ORM relationship orders these inserts, so the suite goes first
-    planned = plan(cases, request.rounds)
+    design = resolve_design(request)
+    planned = plan(cases, request.rounds, design.arms)
+    docs_sha = (
+        hashlib.sha256(json.dumps(design.docs, sort_keys=True).encode()).hexdigest()
+        if design.docs is not None
+        else None
+    )
     job = Job(
         id=f"job-{uuid.uuid4().hex[:16]}",
         status="queued",
         suite_sha256=sha,
         suite_name=bundle.name,
-        spec={**request.model_dump(mode="json", exclude={"suite"}), "cases": cases},
+        spec={
+            **request.model_dump(mode="json", exclude={"suite", "docs", "variants"}),
+            "cases": cases,
+            "variants": design.variants,
+            "baseline": design.baseline,
+            "arms": list(design.arms),
+            "docs": design.docs,
+            "docs_name": design.docs_name,
+            "docs_sha256": docs_sha,
+        },
         rounds=request.rounds,
         seed=request.seed,
         max_infra_retries=request.max_infra_retries,

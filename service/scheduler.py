@@ -210,7 +210,8 @@ class Scheduler:
             assert suite is not None
             bundle = SuiteBundle(name=suite.name, source=suite.source)
             self._suites[job.suite_sha256] = bundle
-        model = job.spec["model"]
+        harness = job.spec["variants"][trial.variant]
+        model = harness["model"]
         return RunSpec(
             trial_id=trial.id,
             suite=bundle,
@@ -219,7 +220,10 @@ class Scheduler:
             variant=trial.variant,
             round=trial.round,
             seed=job.seed,
-            limits=Limits(max_turns=job.spec["limits"]["max_turns"]),
+            tools=tuple(harness["tools"]) if harness["tools"] is not None else None,
+            limits=Limits(max_turns=harness["limits"]["max_turns"]),
+            docs=job.spec["docs"] if harness["docs"] else None,
+            rules=harness["rules"],
         )
 
     def _run(self, trial_id: str) -> None:
@@ -229,7 +233,7 @@ class Scheduler:
             job = session.get(Job, trial.job_id)
             assert job is not None
             spec = self._spec(session, trial, job)
-            deadline = float(job.spec["limits"]["timeout_s"])
+            deadline = float(job.spec["variants"][trial.variant]["limits"]["timeout_s"])
         sink = EventSink(self.sessions, trial_id)
         record = run_trial(self.backend, spec, job_id=job.id, deadline_s=deadline, on_event=sink)
         sink.flush()
@@ -253,6 +257,7 @@ class Scheduler:
             trial.judges = [dataclasses.asdict(j) for j in result.judges]
             trial.timings = result.timings
             trial.final_text = result.final_text
+            trial.system_prompt_sha256 = result.system_prompt_sha256
             trial.container_id = record.container.container_id if record.container else None
             trial.finished_at = now()
             trial.wall_s = record.wall_s

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+
+from sandbox.tools import TOOLS
 
 KNOWN_PROVIDERS = ("faux", "simulated")
 
@@ -43,17 +46,83 @@ class JobLimits(BaseModel):
         return value
 
 
+VARIANT_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+DOC_NAME = r"^[A-Za-z0-9_.-]{1,100}\.md$"
+MAX_DOCS_BYTES = 1024 * 1024
+
+
+class DocsBundle(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    files: dict[str, str] = Field(description="markdown files: name.md -> content")
+
+    @field_validator("files")
+    @classmethod
+    def markdown_files(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError("a docs bundle needs at least one file")
+        for name in value:
+            if not re.match(DOC_NAME, name):
+                raise ValueError(f"docs file name {name!r} must be a plain NAME.md")
+        if sum(len(v.encode()) for v in value.values()) > MAX_DOCS_BYTES:
+            raise ValueError(f"the docs bundle is larger than {MAX_DOCS_BYTES} bytes")
+        return value
+
+
+class Harness(BaseModel):
+    """How the agent runs in one variant; unset fields take the job's values."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: ModelSpec | None = None
+    tools: list[str] | None = Field(default=None, description="tool names; default the case's")
+    docs: bool = Field(default=False, description="put the job's docs bundle in the prompt")
+    rules: str | None = Field(
+        default=None, max_length=20_000, description="replaces the default <rules> text"
+    )
+    limits: JobLimits | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def known_tools(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or []:
+            if name not in TOOLS:
+                raise ValueError(f"unknown tool {name!r}; known: {', '.join(sorted(TOOLS))}")
+        return value
+
+
 class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     suite: str | UploadedSuite = Field(
         description="a shipped suite name (e.g. smoke) or an uploaded {name, source}"
     )
     cases: list[str] | None = Field(default=None, description="case ids; all cases if omitted")
-    model: ModelSpec
+    model: ModelSpec | None = Field(
+        default=None, description="the model; required unless every variant names its own"
+    )
+    variants: dict[str, Harness] | None = Field(
+        default=None, description="named harnesses; with two or more, `baseline` names one"
+    )
+    baseline: str | None = Field(default=None, description="the variant others are compared to")
+    comparison: Literal["docs-lift"] | None = Field(
+        default=None, description="preset: without_docs (baseline) vs with_docs (candidate)"
+    )
+    docs: DocsBundle | str | None = Field(
+        default=None, description="a docs bundle {files: {...}} or a docs set the box has"
+    )
     rounds: StrictInt = Field(default=1, ge=1, le=1000, description="k: repetitions per case")
     limits: JobLimits = Field(default_factory=JobLimits)
     seed: StrictInt = 0
     max_infra_retries: StrictInt = Field(default=1, ge=0, le=10)
+
+    @field_validator("variants")
+    @classmethod
+    def variant_names(cls, value: dict[str, Harness] | None) -> dict[str, Harness] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("variants must name at least one variant, or be omitted")
+            for name in value:
+                if not re.match(VARIANT_NAME, name):
+                    raise ValueError(f"variant name {name!r} must match {VARIANT_NAME}")
+        return value
 
     @field_validator("cases")
     @classmethod
@@ -109,6 +178,7 @@ class TrialView(BaseModel):
     model_requested: str | None
     model_returned: str | None
     tool_calls: int | None
+    system_prompt_sha256: str | None
     usage: dict[str, Any] | None
     judges: list[Any] | None
     timings: dict[str, Any] | None

@@ -69,6 +69,7 @@ class Trial(Base):
     judges: Mapped[list[Any] | None] = mapped_column(JSON)
     timings: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     final_text: Mapped[str | None] = mapped_column(Text)
+    system_prompt_sha256: Mapped[str | None] = mapped_column(String(64))
     container_id: Mapped[str | None] = mapped_column(String(80))
     owner: Mapped[str | None] = mapped_column(String(200))
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
