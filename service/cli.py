@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import socket
 import sys
 import threading
@@ -16,6 +17,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import httpx
 
 from sandbox.protocol import Limits, ModelRef, RunSpec
 from service import images
@@ -212,6 +214,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def default_server() -> str:
+    return os.environ.get("EXAMHALL_SERVER") or "http://127.0.0.1:8000"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Print a job's report; exit 1 when any comparison's headline is withheld."""
+    from service.client import ApiError, Client
+
+    client = Client(args.server)
+    try:
+        report = client.report_json(args.job)
+        print(json.dumps(report, indent=2) if args.json else client.report_text(args.job), end="")
+    except (ApiError, httpx.TransportError) as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        client.close()
+    if args.json:
+        print()
+    withheld = [c for c in report.get("comparisons", []) if c.get("headline") is None]
+    return 1 if withheld else 0
+
+
 def cmd_reap(args: argparse.Namespace) -> int:
     client = _client()
     backend = DockerBackend(DockerSettings(image="unused"), client)
@@ -268,6 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     add_report_commands(sub)
+
+    report = sub.add_parser(
+        "report", help="print a job's report (exit 1 when a comparison's headline is withheld)"
+    )
+    report.add_argument("job")
+    report.add_argument("--server", default=default_server(), help="control plane URL")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=cmd_report)
 
     reap = sub.add_parser(
         "reap",

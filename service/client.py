@@ -41,6 +41,10 @@ class Client:
         result: dict[str, Any] = _check(self.http.get(f"/v1/jobs/{job_id}"))
         return result
 
+    def report_json(self, job_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = _check(self.http.get(f"/v1/jobs/{job_id}/report"))
+        return result
+
     def report_text(self, job_id: str) -> str:
         response = self.http.get(f"/v1/jobs/{job_id}/report", params={"format": "text"})
         if response.status_code >= 400:

@@ -165,6 +165,10 @@ def job_report(session: Session, job: Job) -> dict[str, Any]:
         image_digest=job.image_digest,
         service_version=job.service_version,
         created_at=job.created_at,
+        baseline=job.spec.get("baseline"),
+        arms=tuple(job.spec.get("arms") or ()),
+        docs_sha256=job.spec.get("docs_sha256"),
+        docs_name=job.spec.get("docs_name"),
     )
     return build_report(
         facts,
@@ -179,6 +183,11 @@ def job_report(session: Session, job: Job) -> dict[str, Any]:
                 t.outcome,
                 t.error_kind,
                 t.model_returned,
+                input_tokens=(t.usage or {}).get("input_tokens"),
+                output_tokens=(t.usage or {}).get("output_tokens"),
+                tool_calls=t.tool_calls,
+                latency_s=(t.timings or {}).get("run_agent"),
+                system_prompt_sha256=t.system_prompt_sha256,
             )
             for t in trials
         ],

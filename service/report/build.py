@@ -9,11 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from service.report.metrics import pass_at_1, pass_at_k, pass_hat_k, summarize
+from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED, verdict
+from service.report.paired import ArmTrial, compare, render_comparison_text
 
 SCHEMA_VERSION = 1
-# Failures of the agent's run count against the task; failures of ours do not score it.
-COUNTED_AS_FAILED = frozenset({"agent_error", "provider_error", "timeout", "limit_exceeded"})
-NOT_SCORED = frozenset({"infra_error", "sandbox_error", "judge_error"})
 
 
 @dataclass(frozen=True)
@@ -30,6 +29,11 @@ class JobFacts:
     image_digest: str | None
     service_version: str
     created_at: datetime
+    baseline: str | None = None
+    # Baseline first, then candidates.
+    arms: tuple[str, ...] = ()
+    docs_sha256: str | None = None
+    docs_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,15 +47,32 @@ class TrialFacts:
     outcome: str | None
     error_kind: str | None
     model_returned: str | None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    tool_calls: int | None = None
+    latency_s: float | None = None
+    system_prompt_sha256: str | None = None
+
+    def arm(self) -> ArmTrial:
+        return ArmTrial(
+            case_id=self.case_id,
+            round=self.round,
+            variant=self.variant,
+            order=self.order,
+            status=self.status,
+            outcome=self.outcome,
+            error_kind=self.error_kind,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            tool_calls=self.tool_calls,
+            latency_s=self.latency_s,
+            # No provider has a price yet: cost is unavailable, never zero.
+            cost_usd=None,
+        )
 
 
 def scored(trial: TrialFacts) -> bool | None:
-    """True/False for a scored trial, None for one that cannot score the task."""
-    if trial.status != "finished":
-        return None
-    if trial.outcome in ("passed", "failed"):
-        return trial.outcome == "passed"
-    return False if trial.error_kind in COUNTED_AS_FAILED else None
+    return verdict(trial.status, trial.outcome, trial.error_kind)
 
 
 def final_attempts(trials: Iterable[TrialFacts]) -> list[TrialFacts]:
@@ -133,7 +154,24 @@ def build_report(
                 "cases": _per_case(cases, job.rounds),
             }
         )
-    finished = sum(1 for t in final_attempts(trials) if t.status == "finished")
+    finals = final_attempts(trials)
+    comparisons = [
+        {
+            **compare(
+                [t.arm() for t in finals],
+                baseline=job.baseline,
+                candidate=candidate,
+                cases=case_order,
+                rounds=job.rounds,
+                k=job.rounds,
+                seed=job.seed,
+            ),
+            "system_prompt_sha256": _prompt_hashes(finals, job.baseline, candidate),
+        }
+        for candidate in job.arms
+        if job.baseline is not None and candidate != job.baseline
+    ]
+    finished = sum(1 for t in finals if t.status == "finished")
     notes = []
     if job.rounds == 1:
         notes.append(
@@ -151,6 +189,7 @@ def build_report(
         "status": job.status,
         "k": job.rounds,
         "variants": variants,
+        "comparisons": comparisons,
         "notes": notes,
         "record": {
             "service_version": job.service_version,
@@ -158,6 +197,10 @@ def build_report(
             "image_digest": job.image_digest,
             "suite": job.suite_name,
             "suite_sha256": job.suite_sha256,
+            "docs": job.docs_name,
+            "docs_sha256": job.docs_sha256,
+            "baseline": job.baseline,
+            "arms": list(job.arms),
             "model_requested": job.model,
             "models_returned": returned,
             "submitted_at": job.created_at.isoformat() + "Z",
@@ -167,6 +210,17 @@ def build_report(
             "seed": job.seed,
             "planned_trials": job.planned,
         },
+    }
+
+
+def _prompt_hashes(finals: Sequence[TrialFacts], *arms: str | None) -> dict[str, list[str]]:
+    """The distinct system prompts each arm saw: proof the arms really differed."""
+    return {
+        arm: sorted(
+            {t.system_prompt_sha256 for t in finals if t.variant == arm and t.system_prompt_sha256}
+        )
+        for arm in arms
+        if arm is not None
     }
 
 
@@ -214,6 +268,10 @@ def render_text(report: dict[str, Any]) -> str:
             hat = "  n/a" if row["pass_hat_k"] is None else f"{100 * row['pass_hat_k']:5.0f}%"
             one = "  n/a" if row["pass_at_1"] is None else f"{100 * row['pass_at_1']:5.0f}%"
             lines.append(f"  {row['case']:<28} {row['n']:>3} {row['passes']:>4}  {one}  {hat}")
+        lines.append("")
+    for comparison in report.get("comparisons", []):
+        lines.append(f"{comparison['candidate']} vs {comparison['baseline']}")
+        lines += [f"  {line}" for line in render_comparison_text(comparison)]
         lines.append("")
     lines += [f"note: {note}" for note in report["notes"]]
     lines.append(

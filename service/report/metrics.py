@@ -107,7 +107,7 @@ def pass_at_k(cases: CaseOutcomes, k: int) -> float | None:
     return _mean_over(cases, k, _pass_at_k_case(k))
 
 
-def _stderr_of_case_values(values: Sequence[float]) -> float | None:
+def stderr_of_case_values(values: Sequence[float]) -> float | None:
     """Cluster-robust standard error of a mean of per-case values (the case is the cluster).
 
     Every metric here is theta = (1/N) sum_i v_i, with v_i computed from case i's trials only
@@ -138,10 +138,10 @@ def _stderr_of_case_values(values: Sequence[float]) -> float | None:
 def clustered_stderr(cases: CaseOutcomes) -> float | None:
     """Standard error of pass@1 with the case as cluster; None with fewer than 2 cases.
 
-    See `_stderr_of_case_values` for the formula: SE = sqrt(sum_i (m_i - m)^2 / (N (N-1)))
+    See `stderr_of_case_values` for the formula: SE = sqrt(sum_i (m_i - m)^2 / (N (N-1)))
     over the N cases with a scored trial, m_i = c_i/n_i and m the mean of the m_i.
     """
-    return _stderr_of_case_values([c / n for n, c in _tally(cases) if n >= 1])
+    return stderr_of_case_values([c / n for n, c in _tally(cases) if n >= 1])
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -274,7 +274,7 @@ def _metric(
     return Metric(
         value=value,
         ci95=bootstrap_ci(used, statistic, seed=seed, resamples=resamples),
-        stderr_clustered=_stderr_of_case_values(values),
+        stderr_clustered=stderr_of_case_values(values),
         reason=None,
         cases_used=len(used),
     )

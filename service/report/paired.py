@@ -1,0 +1,551 @@
+"""Paired comparison of one candidate arm against the baseline arm (DESIGN.md, "Statistics").
+
+Pure functions over plain data: no I/O, standard library only. A pair is (case, round): it
+counts only when both arms have exactly one scored trial there. Anything else blocks the pair
+with its reasons, and any blocked pair withholds the headline, because a lift computed over
+the pairs that happened to survive can be an accident of which ones failed (an arm whose
+harder cases crash more would look better).
+
+The case is the unit of uncertainty, as in `metrics`: rounds of one case are correlated, so
+the interval resamples whole cases and the standard error clusters by case.
+
+Headline numbers, over the eligible pairs, for case i with R_i pairs:
+
+- pass rate per arm: pass@1 over the arm's trials in eligible pairs (`metrics.pass_at_1`);
+  with a complete design every case has the same R_i, so this is also the mean over pairs
+- lift = candidate - baseline = mean_i d_i, d_i = (c_i - b_i) / R_i (passes in the pairs)
+- 95% interval: percentile bootstrap over cases (`metrics.bootstrap_ci`, seeded)
+- wins / ties / losses: pairs where only the candidate / both or neither / only the baseline
+  passed; McNemar's exact mid-p on the discordant pairs (`mcnemar_midp`)
+- minimum detectable effect at 80% power (`minimum_detectable_effect`)
+- pass^k per arm (`metrics.pass_hat_k`) when rounds >= k
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from statistics import NormalDist
+from typing import Any
+
+from service.report.metrics import (
+    DEFAULT_RESAMPLES,
+    CaseOutcomes,
+    bootstrap_ci,
+    pass_at_1,
+    pass_hat_k,
+    stderr_of_case_values,
+    wilson_interval,
+)
+from service.report.outcomes import verdict
+
+# Two-sided alpha 0.05 and 80% power: z_.975 + z_.80 = 1.95996 + 0.84162 = 2.80158.
+_Z_ALPHA = NormalDist().inv_cdf(0.975)
+_Z_POWER = NormalDist().inv_cdf(0.80)
+
+FLAGS = ("control-saturated", "flaky", "negative-delta", "no-lift", "treatment-saturated")
+
+
+@dataclass(frozen=True)
+class ArmTrial:
+    """The final attempt of one planned trial (earlier attempts are not scored)."""
+
+    case_id: str
+    round: int
+    variant: str
+    order: int
+    status: str  # queued | running | finished
+    outcome: str | None  # passed | failed | error
+    error_kind: str | None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    tool_calls: int | None = None
+    latency_s: float | None = None
+    cost_usd: float | None = None  # None when the model has no price
+
+
+@dataclass(frozen=True)
+class _Pair:
+    case: str
+    round: int
+    baseline: ArmTrial
+    candidate: ArmTrial
+    baseline_passed: bool
+    candidate_passed: bool
+
+
+# --- statistics --------------------------------------------------------------------------
+
+
+def mcnemar_midp(wins: int, losses: int) -> float:
+    """Exact two-sided McNemar mid-p on the discordant pairs; 1.0 when there are none.
+
+    Under no effect each discordant pair is a win or a loss with probability 1/2, so with
+    n = wins + losses and m = min(wins, losses), X ~ Bin(n, 1/2):
+
+        mid-p = min(1, 2 (P(X < m) + P(X = m) / 2))
+
+    The mid-p counts only half the probability of the observed table, which removes most of
+    the exact test's conservatism for small n (Fagerland et al. 2013 recommend it). Computed
+    in integers over 2^n and rounded once, so it is exact for any n.
+    """
+    for name, number in (("wins", wins), ("losses", losses)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {number!r}")
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    m = min(wins, losses)
+    # 2 (S + C/2) = 2 S + C with S = sum_{j<m} C(n, j) and C = C(n, m), all over 2^n.
+    numerator = 2 * sum(math.comb(n, j) for j in range(m)) + math.comb(n, m)
+    return min(1.0, numerator / (1 << n))
+
+
+def minimum_detectable_effect(
+    case_differences: Sequence[float], *, discordant: int, pairs: int
+) -> float | None:
+    """Smallest true lift (as a fraction) this design detects with 80% power; None under 2 cases.
+
+    The test is the two-sided level-0.05 Wald test of lift = 0 with the case-clustered
+    standard error SE of the paired difference: SE = sd(d_i) / sqrt(N) over the N cases'
+    mean differences d_i (`metrics.stderr_of_case_values`, CR1). A true lift delta is
+    detected when the estimate lands beyond z_.975 SE, so power(delta) ~ Phi(delta/SE -
+    z_.975) and 80% power needs
+
+        MDE = (z_.975 + z_.80) SE = 2.8016 SE
+
+    (the opposite tail adds Phi(-2.8 - 1.96) < 1e-6 to the power, and is left out).
+
+    When the observed SE is 0 (every case has the same difference, e.g. all ties), it says
+    nothing about the design's noise, and 0 would claim any lift is detectable. Then SE is
+    bounded instead: a pair's difference is -1, 0 or 1, so Var(pair) = p_disc - lift^2 <=
+    p_disc, the share of discordant pairs, and a case's mean over its rounds varies no more
+    than one pair does, so SE <= sqrt(p_disc / N). p_disc is replaced by the upper end of
+    its 95% Wilson interval over the pairs, so 0 discordant pairs still give a positive,
+    conservative MDE.
+    """
+    if len(case_differences) < 2:
+        return None
+    stderr = stderr_of_case_values(case_differences)
+    if stderr is None or stderr == 0:
+        interval = wilson_interval(discordant, pairs, z=_Z_ALPHA)
+        if interval is None:
+            return None
+        stderr = math.sqrt(interval[1] / len(case_differences))
+    return (_Z_ALPHA + _Z_POWER) * stderr
+
+
+def _lift_statistic(sample: CaseOutcomes) -> float | None:
+    """The lift of a bootstrap resample; see `_joined` for how a case's pairs are stored."""
+    total = 0.0
+    for joined in sample.values():
+        rounds = len(joined) // 2
+        total += (sum(joined[rounds:]) - sum(joined[:rounds])) / rounds
+    return total / len(sample)
+
+
+def _joined(
+    baseline: Mapping[str, list[bool]], candidate: Mapping[str, list[bool]]
+) -> CaseOutcomes:
+    """Each case's pairs as one outcome list: baseline outcomes, then candidate outcomes.
+
+    This lets the paired bootstrap reuse `metrics.bootstrap_ci`, which resamples whole cases
+    and hands the statistic their outcome lists. The lift needs only each case's pass
+    counts per arm over its R_i pairs, and both halves have length R_i, so nothing is lost.
+    """
+    return {case: baseline[case] + candidate[case] for case in baseline}
+
+
+# --- pairing -----------------------------------------------------------------------------
+
+
+def _verdict(trial: ArmTrial) -> bool | None:
+    return verdict(trial.status, trial.outcome, trial.error_kind)
+
+
+def _side(variant: str, found: Sequence[ArmTrial]) -> tuple[ArmTrial, bool] | str:
+    """The one scored trial of an arm in a pair, or why there is none."""
+    if not found:
+        return f"{variant}: missing (no trial)"
+    if len(found) > 1:
+        return f"{variant}: duplicated (expected 1 run, found {len(found)})"
+    trial = found[0]
+    verdict = _verdict(trial)
+    if verdict is not None:
+        return trial, verdict
+    if trial.status != "finished":
+        return f"{variant}: unscored ({trial.status})"
+    if trial.error_kind:
+        return f"{variant}: errored ({trial.error_kind})"
+    if trial.outcome == "error":
+        return f"{variant}: errored (no error kind)"
+    return f"{variant}: unscored (finished with outcome {trial.outcome!r})"
+
+
+# --- telemetry ---------------------------------------------------------------------------
+
+
+def _measured(value: float | None) -> float | None:
+    # A negative or non-finite reading is a broken meter, not a measurement: averaging it
+    # would poison the mean (and NaN is not JSON), so it counts as not measured.
+    if value is None or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+def _tokens(trial: ArmTrial) -> float | None:
+    # Both halves or nothing: input tokens alone would undercount and look like a saving.
+    tokens_in, tokens_out = _measured(trial.input_tokens), _measured(trial.output_tokens)
+    return None if tokens_in is None or tokens_out is None else tokens_in + tokens_out
+
+
+_TELEMETRY: tuple[tuple[str, Callable[[ArmTrial], float | None]], ...] = (
+    ("tokens", _tokens),
+    ("tool_calls", lambda t: _measured(t.tool_calls)),
+    ("latency_s", lambda t: _measured(t.latency_s)),
+    ("cost_usd", lambda t: _measured(t.cost_usd)),
+)
+
+
+def _sum(values: Sequence[float]) -> float:
+    # Token and tool-call counts stay integers; fsum rounds a float sum once.
+    if all(isinstance(v, int) for v in values):
+        return sum(values)
+    return math.fsum(values)
+
+
+def _deltas(pairs: Sequence[_Pair]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, read in _TELEMETRY:
+        both = [
+            (b, c)
+            for b, c in ((read(p.baseline), read(p.candidate)) for p in pairs)
+            if b is not None and c is not None
+        ]
+        coverage = f"{len(both)}/{len(pairs)} pairs measured"
+        if not both:
+            out[name] = {"mean_delta": None, "status": "unavailable", "coverage": coverage}
+            continue
+        m = len(both)
+        out[name] = {
+            "mean_delta": _sum([c - b for b, c in both]) / m,
+            "candidate_mean": _sum([c for _, c in both]) / m,
+            "baseline_mean": _sum([b for b, _ in both]) / m,
+            "pairs_measured": m,
+            "coverage": coverage,
+        }
+    return out
+
+
+def _totals(trials: Sequence[ArmTrial]) -> dict[str, Any]:
+    # Every trial of the arm in the design counts, blocked or not: errored and duplicated
+    # runs still spent tokens and money.
+    out: dict[str, Any] = {"trials": len(trials)}
+    for name, read in _TELEMETRY:
+        values = [v for v in (read(t) for t in trials) if v is not None]
+        coverage = f"{len(values)}/{len(trials)} trials measured"
+        if values:
+            out[name] = {
+                "total": _sum(values),
+                "trials_measured": len(values),
+                "coverage": coverage,
+            }
+        else:
+            out[name] = {"total": None, "status": "unavailable", "coverage": coverage}
+    return out
+
+
+# --- the comparison ----------------------------------------------------------------------
+
+
+def _blocked_text(count: int) -> str:
+    return "1 pair is blocked" if count == 1 else f"{count} pairs are blocked"
+
+
+def _check_int(name: str, value: object, minimum: int | None) -> None:
+    # bool is an int subclass; `rounds=True` is a bug, not a design of one round.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _pass_hat_k(
+    baseline: Mapping[str, list[bool]],
+    candidate: Mapping[str, list[bool]],
+    *,
+    rounds: int,
+    k: int,
+) -> tuple[dict[str, float | None], str | None]:
+    if rounds < k:
+        reason = f"pass^{k} needs at least {k} rounds per case; this design has {rounds}"
+        if rounds == 1:
+            reason = "one repetition cannot establish stability: " + reason
+        return {"baseline": None, "candidate": None}, reason
+    values = {"baseline": pass_hat_k(baseline, k), "candidate": pass_hat_k(candidate, k)}
+    missing = [arm for arm, value in values.items() if value is None]
+    if missing:
+        return values, f"no case has {k} eligible pairs for {' and '.join(missing)}"
+    return values, None
+
+
+def compare(
+    trials: Sequence[ArmTrial],
+    *,
+    baseline: str,
+    candidate: str,
+    cases: Sequence[str],
+    rounds: int,
+    k: int,
+    seed: int,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> dict[str, Any]:
+    """The paired comparison of `candidate` against `baseline`, JSON-ready (no NaN, no tuples).
+
+    `trials` are final attempts (`build.final_attempts`); trials of other variants, of cases
+    not in `cases` or of rounds outside 1..rounds are outside this design and ignored.
+    """
+    if baseline == candidate:
+        raise ValueError(f"the candidate must differ from the baseline, both are {baseline!r}")
+    if len(set(cases)) != len(cases):
+        raise ValueError("cases must not repeat")
+    _check_int("rounds", rounds, 0)
+    _check_int("k", k, 1)
+    _check_int("seed", seed, None)
+    _check_int("resamples", resamples, 1)
+
+    known = set(cases)
+    slots: dict[tuple[str, int, str], list[ArmTrial]] = defaultdict(list)
+    by_arm: dict[str, list[ArmTrial]] = {baseline: [], candidate: []}
+    for trial in trials:
+        if trial.variant in by_arm and trial.case_id in known and 1 <= trial.round <= rounds:
+            slots[(trial.case_id, trial.round, trial.variant)].append(trial)
+            by_arm[trial.variant].append(trial)
+
+    pairs: list[_Pair] = []
+    blocked: list[dict[str, Any]] = []
+    order: list[dict[str, Any]] = []
+    for case in cases:
+        for round_ in range(1, rounds + 1):
+            found_b = slots.get((case, round_, baseline), [])
+            found_c = slots.get((case, round_, candidate), [])
+            first = None
+            if found_b and found_c:
+                first_b = min(t.order for t in found_b)
+                first_c = min(t.order for t in found_c)
+                first = baseline if first_b < first_c else candidate
+            order.append({"case": case, "round": round_, "first": first})
+            side_b, side_c = _side(baseline, found_b), _side(candidate, found_c)
+            if isinstance(side_b, str) or isinstance(side_c, str):
+                reasons = [side for side in (side_b, side_c) if isinstance(side, str)]
+                blocked.append({"case": case, "round": round_, "reasons": reasons})
+                continue
+            pairs.append(_Pair(case, round_, side_b[0], side_c[0], side_b[1], side_c[1]))
+
+    # Per-case outcomes over eligible pairs, in round order, cases in design order.
+    base_cases: dict[str, list[bool]] = {}
+    cand_cases: dict[str, list[bool]] = {}
+    for pair in pairs:
+        base_cases.setdefault(pair.case, []).append(pair.baseline_passed)
+        cand_cases.setdefault(pair.case, []).append(pair.candidate_passed)
+
+    flaky = {
+        "baseline": [c for c, runs in base_cases.items() if len(set(runs)) == 2],
+        "candidate": [c for c, runs in cand_cases.items() if len(set(runs)) == 2],
+    }
+    flags: set[str] = set()
+    if flaky["baseline"] or flaky["candidate"]:
+        flags.add("flaky")
+
+    headline: dict[str, Any] | None = None
+    if pairs:
+        base_rate = pass_at_1(base_cases)
+        cand_rate = pass_at_1(cand_cases)
+        assert base_rate is not None and cand_rate is not None  # every case has a pair
+        # Exact, so "no-lift" means exactly zero, not a float that happened to cancel.
+        case_diffs = [
+            Fraction(sum(cand_cases[c]) - sum(base_cases[c]), len(base_cases[c]))
+            for c in base_cases
+        ]
+        lift = sum(case_diffs, Fraction(0)) / len(case_diffs)
+        if lift == 0:
+            flags.add("no-lift")
+        elif lift < 0:
+            flags.add("negative-delta")
+        if base_rate == 1.0:
+            flags.add("control-saturated")
+        if cand_rate == 1.0:
+            flags.add("treatment-saturated")
+
+        wins = sum(1 for p in pairs if p.candidate_passed and not p.baseline_passed)
+        losses = sum(1 for p in pairs if p.baseline_passed and not p.candidate_passed)
+        interval = bootstrap_ci(
+            _joined(base_cases, cand_cases), _lift_statistic, seed=seed, resamples=resamples
+        )
+        mde = minimum_detectable_effect(
+            [float(d) for d in case_diffs], discordant=wins + losses, pairs=len(pairs)
+        )
+        hat_k, hat_k_reason = _pass_hat_k(base_cases, cand_cases, rounds=rounds, k=k)
+        headline = {
+            "cases": len(base_cases),
+            "baseline_pass_rate": base_rate,
+            "candidate_pass_rate": cand_rate,
+            "lift_pp": float(100 * lift),
+            "lift_ci95_pp": None if interval is None else [100 * interval[0], 100 * interval[1]],
+            "lift_ci95_reason": (
+                None if interval is not None else "the interval needs at least 2 cases"
+            ),
+            "seed": seed,
+            "resamples": resamples,
+            "wins": wins,
+            "ties": len(pairs) - wins - losses,
+            "losses": losses,
+            "mcnemar_midp": mcnemar_midp(wins, losses),
+            "mde_pp": None if mde is None else 100 * mde,
+            "mde_reason": None if mde is not None else "the MDE needs at least 2 cases",
+            "k": k,
+            "pass_hat_k": hat_k,
+            "pass_hat_k_reason": hat_k_reason,
+        }
+    withheld: str | None = None
+    if blocked:
+        withheld = f"withheld because {_blocked_text(len(blocked))}"
+    elif not pairs:
+        withheld = "withheld because the design has no pairs"
+    if withheld is not None:
+        headline = None
+
+    return {
+        "baseline": baseline,
+        "candidate": candidate,
+        "pairs_total": len(cases) * rounds,
+        "pairs_eligible": len(pairs),
+        "blocked": blocked,
+        "headline": headline,
+        "withheld_reason": withheld,
+        "flags": sorted(flags),
+        "flaky_cases": flaky,
+        "deltas": _deltas(pairs),
+        "totals": {baseline: _totals(by_arm[baseline]), candidate: _totals(by_arm[candidate])},
+        "order": order,
+    }
+
+
+# --- text --------------------------------------------------------------------------------
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _p_value(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def _amount(name: str, value: float, *, signed: bool = False) -> str:
+    sign = ("+" if value >= 0 else "-") if signed else ("-" if value < 0 else "")
+    magnitude = abs(value)
+    if isinstance(magnitude, int):  # a total of counts: tokens or tool calls
+        return f"{sign}{magnitude:,}"
+    if name == "cost_usd":
+        return f"{sign}${magnitude:.4f}"
+    if name == "latency_s":
+        return f"{sign}{magnitude:.1f} s"
+    if name == "tokens":
+        return f"{sign}{magnitude:,.0f}"
+    return f"{sign}{magnitude:.1f}"
+
+
+_LABELS = {
+    "tokens": "Tokens",
+    "tool_calls": "Tool calls",
+    "latency_s": "Latency",
+    "cost_usd": "Est. cost",
+}
+
+
+def render_comparison_text(comparison: dict[str, Any]) -> list[str]:
+    """Lines for a terminal, laid out as pi-evals prints its docs-lift report."""
+    base, cand = comparison["baseline"], comparison["candidate"]
+    lines = [
+        f"{cand} vs {base} (baseline)",
+        f"Pairs {comparison['pairs_eligible']}/{comparison['pairs_total']} eligible",
+    ]
+    head = comparison["headline"]
+    if head is None:
+        lines.append(f"Pass rate {comparison['withheld_reason']}")
+    else:
+        ci = head["lift_ci95_pp"]
+        ci_text = f" [95% CI {ci[0]:+.1f} to {ci[1]:+.1f} pp]" if ci else " [no CI: 1 case]"
+        lines.append(
+            f"Pass rate {head['lift_pp']:+.1f} pp{ci_text} ({cand} "
+            f"{_pct(head['candidate_pass_rate'])}, {base} {_pct(head['baseline_pass_rate'])})"
+        )
+        mde = "n/a (1 case)" if head["mde_pp"] is None else f"{head['mde_pp']:.1f} pp"
+        lines.append(
+            f"Wins {head['wins']}, ties {head['ties']}, losses {head['losses']}; "
+            f"McNemar mid-p {_p_value(head['mcnemar_midp'])}; MDE {mde} (80% power, alpha 0.05)"
+        )
+        k, hat = head["k"], head["pass_hat_k"]
+        if head["pass_hat_k_reason"]:
+            lines.append(f"pass^{k} n/a: {head['pass_hat_k_reason']}")
+        else:
+            lines.append(
+                f"pass^{k} {cand} {_pct(hat['candidate'])}, {base} {_pct(hat['baseline'])}"
+            )
+
+    flags = ", ".join(comparison["flags"]) or "none"
+    flaky = comparison["flaky_cases"]
+    flaky_text = "; ".join(
+        f"{arm}: {', '.join(flaky[role])}"
+        for arm, role in ((cand, "candidate"), (base, "baseline"))
+        if flaky[role]
+    )
+    lines.append(f"Flags: {flags}" + (f" (flaky cases {flaky_text})" if flaky_text else ""))
+
+    for name, delta in comparison["deltas"].items():
+        label = _LABELS.get(name, name)
+        if delta["mean_delta"] is None:
+            lines.append(f"{label} unavailable ({delta['coverage']})")
+            continue
+        lines.append(
+            f"{label} {_amount(name, delta['mean_delta'], signed=True)} "
+            f"({cand} {_amount(name, delta['candidate_mean'])}, "
+            f"{base} {_amount(name, delta['baseline_mean'])}, {delta['coverage']})"
+        )
+
+    lines.append("Operational totals:")
+    for arm in (cand, base):
+        totals = comparison["totals"][arm]
+        parts = [f"{totals['trials']} trials"]
+        for name, _ in _TELEMETRY:
+            total = totals[name]
+            label = _LABELS.get(name, name).lower()
+            measured = total["coverage"].split()[0]
+            if total["total"] is None:
+                parts.append(f"{label} unavailable ({measured})")
+            else:
+                parts.append(f"{label} {_amount(name, total['total'])} ({measured})")
+        lines.append(f"  {arm}: " + "; ".join(parts))
+
+    by_round: dict[int, dict[str | None, int]] = defaultdict(lambda: defaultdict(int))
+    for row in comparison["order"]:
+        by_round[row["round"]][row["first"]] += 1
+    if by_round:
+        rounds_text = []
+        for round_, firsts in sorted(by_round.items()):
+            counts = ", ".join(
+                f"{arm} first {n}" if arm else f"{n} without both arms"
+                for arm, n in sorted(firsts.items(), key=lambda kv: (kv[0] is None, str(kv[0])))
+            )
+            rounds_text.append(f"round {round_}: {counts}")
+        lines.append("Order: " + "; ".join(rounds_text))
+
+    if comparison["blocked"]:
+        lines.append("Blocked pairs:")
+        for row in comparison["blocked"]:
+            lines.append(f"  {row['case']} round {row['round']}: " + "; ".join(row["reasons"]))
+    return lines
