@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -12,7 +14,7 @@ import docker.errors
 import pytest
 
 from sandbox.protocol import ModelRef, RunSpec, SuiteBundle
-from service.backends.docker import LABEL_TRIAL, DockerBackend, DockerSettings
+from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
 from service.images import ensure_sandbox_image
 from service.suites import load_suite
 from service.trials import TrialRecord, run_trial
@@ -47,13 +49,20 @@ def backend(docker_client: docker.DockerClient, sandbox_image: str) -> DockerBac
 
 @pytest.fixture(autouse=True)
 def no_container_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After every Docker test, no container with the examhall labels may remain."""
+    """After every Docker test, no container this test process made may remain. (Containers
+    of other processes on the engine are theirs to clean; the restart test checks its own
+    subprocess's.)"""
     if request.node.get_closest_marker("docker") is None:
         yield
         return
     client = request.getfixturevalue("docker_client")
+    ours = f"{socket.gethostname()}:{os.getpid()}:"
     yield
-    left = client.containers.list(all=True, filters={"label": LABEL_TRIAL})
+    left = [
+        c
+        for c in client.containers.list(all=True, filters={"label": LABEL_TRIAL})
+        if c.labels.get(LABEL_OWNER, "").startswith(ours)
+    ]
     for container in left:
         container.remove(force=True)
     assert not left, f"containers left behind: {[c.labels for c in left]}"

@@ -128,3 +128,23 @@ def test_turn_limit_ends_as_limit_exceeded(trial: Callable[..., TrialRecord]) ->
         "The agent used all 2 turns without finishing.",
     )
     assert result.tool_calls == 2
+
+
+def test_prompt_that_does_not_match_its_variant_stops_the_trial(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    # A rules transform that smuggles a docs section into the no-docs arm.
+    record = trial(
+        "evals/smoke.py",
+        "create-greeting",
+        "faux/solution",
+        variant="without_docs",
+        rules="Follow the docs.\n<docs>\nsecret hints\n</docs>",
+    )
+    assert (record.result.error_kind, record.result.error_message) == (
+        "sandbox_error",
+        "System prompt does not match the without_docs variant.",
+    )
+    assert not [e for e in record.events if e.type == "tool_call"]
+    ok = trial("evals/smoke.py", "create-greeting", "faux/solution", docs={"a.md": "# A"})
+    assert ok.result.outcome == "passed" and ok.result.system_prompt_sha256
