@@ -38,16 +38,20 @@ def absent(items):
 def read(path, size=65536):
     with open(path, "rb") as handle:
         return handle.read(size)
-def worker_pid():
+def worker_pids():
+    # The root supervisor and the sandboxed worker it forked share a command line.
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if b"sandbox.worker" in read(f"/proc/{pid}/cmdline"):
-                return int(pid)
-        except OSError:
+            if read(f"/proc/{pid}/cmdline").split(b"\0")[:3] == [b"python3", b"-m", b"sandbox.worker"]:
+                uid = read(f"/proc/{pid}/status").split(b"Uid:")[1].split()[0]
+                found["supervisor" if uid == b"0" else "worker"] = int(pid)
+        except (OSError, IndexError):
             pass
-    return None
-WORKER = worker_pid()
-results["worker_pid"] = {"ok": WORKER is not None, "value": str(WORKER)}
+    return found
+PIDS = worker_pids()
+WORKER, SUPERVISOR = PIDS.get("worker"), PIDS.get("supervisor")
+results["worker_pid"] = {"ok": WORKER is not None and SUPERVISOR is not None, "value": str(PIDS)}
 """
 
 EPILOGUE = "\nprint('" + MARKER + "' + json.dumps(results))\n"
@@ -107,6 +111,7 @@ attempt("list_case_pycache", lambda: os.listdir("/run/examhall/__pycache__"))
 attempt("read_case_pycache", lambda: read("/run/examhall/__pycache__/examhall_suite_probes.cpython-311.pyc"))
 attempt("worker_cwd", lambda: os.listdir(f"/proc/{WORKER}/cwd"))
 attempt("worker_fd_listing", lambda: os.listdir(f"/proc/{WORKER}/fd"))
+attempt("supervisor_fd_listing", lambda: os.listdir(f"/proc/{SUPERVISOR}/fd"))
 """
 
 PROC = r"""
@@ -114,6 +119,8 @@ attempt("init_environ", lambda: read("/proc/1/environ"))
 attempt("worker_environ", lambda: read(f"/proc/{WORKER}/environ"))
 attempt("worker_mem", lambda: read(f"/proc/{WORKER}/mem"))
 attempt("worker_maps", lambda: read(f"/proc/{WORKER}/maps"))
+attempt("supervisor_environ", lambda: read(f"/proc/{SUPERVISOR}/environ"))
+attempt("supervisor_mem", lambda: read(f"/proc/{SUPERVISOR}/mem"))
 # cmdline is world-readable by design in Linux; the worker keeps nothing secret there.
 cmdline = read(f"/proc/{WORKER}/cmdline")
 attempt("worker_cmdline_secret", lambda: absent(re.findall(rb"exh-canary-[0-9a-f]+", cmdline)))
@@ -149,6 +156,7 @@ for root, dirs, files in os.walk("/"):
 results["files_scanned"] = {"ok": scanned > 100, "value": str(scanned)}
 attempt("find_canary", lambda: absent(found))
 attempt("worker_mem", lambda: read(f"/proc/{WORKER}/mem"))
+attempt("supervisor_mem", lambda: read(f"/proc/{SUPERVISOR}/mem"))
 """
 
 PRIVILEGE = r"""
@@ -174,6 +182,8 @@ PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206
 attempt("ptrace_attach_worker", lambda: ptrace(PTRACE_ATTACH, WORKER))
 attempt("ptrace_seize_worker", lambda: ptrace(PTRACE_SEIZE, WORKER))
 attempt("ptrace_attach_init", lambda: ptrace(PTRACE_ATTACH, 1))
+attempt("ptrace_attach_supervisor", lambda: ptrace(PTRACE_ATTACH, SUPERVISOR))
+attempt("signal_supervisor", lambda: os.kill(SUPERVISOR, 0))
 """
 
 WRITE = r"""
@@ -187,6 +197,8 @@ attempt("write_sandbox_code", lambda: write("/opt/examhall/sandbox/worker.py"))
 attempt("write_root_home", lambda: write("/root/examhall-probe"))
 attempt("write_bundle_dir", lambda: write("/run/examhall/examhall-probe"))
 attempt("mkdir_var", lambda: os.mkdir("/var/examhall-probe"))
+attempt("write_dev_shm", lambda: write("/dev/shm/examhall-probe"))
+attempt("write_dev_mqueue", lambda: write("/dev/mqueue/examhall-probe"))
 attempt("write_workspace", lambda: write("/workspace/probe-ok"))
 attempt("write_tmp", lambda: write("/tmp/probe-ok"))
 """
@@ -251,6 +263,7 @@ CASES = [
                 "read_case_pycache": (*DENIED, "ENOENT"),
                 "worker_cwd": DENIED,
                 "worker_fd_listing": DENIED,
+                "supervisor_fd_listing": DENIED,
             },
             succeeded=("worker_pid",),
         ),
@@ -266,6 +279,8 @@ CASES = [
                 "worker_environ": DENIED,
                 "worker_mem": DENIED,
                 "worker_maps": DENIED,
+                "supervisor_environ": DENIED,
+                "supervisor_mem": DENIED,
                 "worker_cmdline_secret": ("ENOENT",),
             },
             succeeded=("worker_pid",),
@@ -277,7 +292,7 @@ CASES = [
         CANARY,
         expect(
             "canary credential not found",
-            {"find_canary": ("ENOENT",), "worker_mem": DENIED},
+            {"find_canary": ("ENOENT",), "worker_mem": DENIED, "supervisor_mem": DENIED},
             succeeded=("worker_pid", "files_scanned"),
         ),
     ),
@@ -306,6 +321,8 @@ CASES = [
                 "ptrace_attach_worker": ("EPERM",),
                 "ptrace_seize_worker": ("EPERM",),
                 "ptrace_attach_init": ("EPERM",),
+                "ptrace_attach_supervisor": ("EPERM",),
+                "signal_supervisor": ("EPERM",),
             },
             succeeded=("worker_pid",),
         ),
@@ -323,6 +340,9 @@ CASES = [
                 "write_root_home": ("EROFS", "EACCES"),
                 "write_bundle_dir": ("EACCES",),
                 "mkdir_var": ("EROFS", "EACCES"),
+                "write_dev_shm": ("ENOENT", "EROFS", "EACCES"),
+                # mqueue takes no regular files (EINVAL); queues need mq_open, not a path.
+                "write_dev_mqueue": ("ENOENT", "EROFS", "EACCES", "EINVAL"),
             },
             succeeded=("write_workspace", "write_tmp"),
         ),

@@ -25,7 +25,7 @@ from sandbox.protocol import (
 
 
 class Channel:
-    def __init__(self, out_fd: int, reader: BinaryIO) -> None:
+    def __init__(self, out_fd: int, reader: BinaryIO | None) -> None:
         self._out = out_fd
         self._reader = reader
         self._seq = 0
@@ -38,7 +38,10 @@ class Channel:
         return cls(out_fd, sys.stdin.buffer)
 
     def send(self, message: object) -> None:
-        data = memoryview(encode(message))
+        self.send_line(encode(message))
+
+    def send_line(self, line: bytes) -> None:
+        data = memoryview(line)
         while data:
             written = os.write(self._out, data)
             data = data[written:]
@@ -58,10 +61,18 @@ class Channel:
         )
 
     def read_request(self) -> RunRequest | ListCasesRequest:
+        if self._reader is None:
+            raise EOFError("This channel has no reader.")
         line = self._reader.readline(MAX_LINE_BYTES)
         if not line:
             raise EOFError("The channel closed before a run request arrived.")
         return decode_request(line)
+
+    def detach(self) -> None:
+        """In a forked child: give up the control plane's stdin and stdout for good."""
+        os.close(self._out)
+        os.close(0)
+        self._reader = None
 
     def close(self) -> None:
         os.close(self._out)

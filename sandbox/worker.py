@@ -37,6 +37,7 @@ from sandbox.protocol import (
     TrialResult,
 )
 from sandbox.suite import AgentRun, Case, cases_of, find_case
+from sandbox.supervisor import supervise
 from sandbox.tools import DEFAULT_TOOLS, select_tools
 from sandbox.tools.base import ToolContext
 from sandbox.tools.bash import kill_strays
@@ -86,12 +87,24 @@ class Worker:
         try:
             self.step("start_as_root", self.check_root)
             request = self.step("read_spec", self.channel.read_request)
-            if isinstance(request, ListCasesRequest):
-                self.list_cases(request)
-                return
-            secrets = credentials.Credentials(request.spec.credentials)
-            spec = dataclasses.replace(request.spec, credentials=None)
-            del request
+        except StepFailed as failure:
+            self.channel.send(ResultMessage(result=self.failed(failure)))
+            self.channel.artifact("session.jsonl", b"")
+            return
+        if isinstance(request, ListCasesRequest):
+            self.list_cases(request)
+            return
+        secrets = credentials.Credentials(request.spec.credentials)
+        spec = dataclasses.replace(request.spec, credentials=None)
+        del request
+        supervise(self.channel, lambda channel: self.run_sandboxed(channel, spec, secrets))
+
+    def run_sandboxed(
+        self, channel: Channel, spec: RunSpec, secrets: credentials.Credentials
+    ) -> None:
+        """Steps 3-10, in the forked child that becomes the sandbox user."""
+        self.channel = channel
+        try:
             case = self.step("load_bundle", lambda: self.load_case(spec))
             tool_env = self.step("scrub_env", self.scrub_env)
             self.step("seed_workspace", lambda: self.seed(spec, case))
@@ -99,16 +112,17 @@ class Worker:
             self.step("self_check", lambda: self.self_check(tool_env))
             result = self.run_and_judge(spec, case, tool_env, secrets)
         except StepFailed as failure:
-            result = TrialResult(
-                outcome="error",
-                error_kind=failure.kind,
-                error_message=failure.message,
-                failed_step=failure.step,
-                timings=self.timings,
-            )
+            result = self.failed(failure)
         self.channel.send(ResultMessage(result=result))
-        session = "".join(json.dumps(dataclasses.asdict(e)) + "\n" for e in self.events)
-        self.channel.artifact("session.jsonl", session.encode())
+
+    def failed(self, failure: StepFailed) -> TrialResult:
+        return TrialResult(
+            outcome="error",
+            error_kind=failure.kind,
+            error_message=failure.message,
+            failed_step=failure.step,
+            timings=self.timings,
+        )
 
     def check_root(self) -> None:
         if os.getuid() != 0 or os.geteuid() != 0:
@@ -161,9 +175,9 @@ class Worker:
             _fail("drop_privileges", f"Failed to enter the unprivileged sandbox: {exc}")
 
     def self_check(self, tool_env: dict[str, str]) -> None:
-        pid = os.getpid()
         paths = bundle.protected_paths(Path(BUNDLE_DIR))
-        paths += [f"/proc/{pid}/environ", f"/proc/{pid}/mem", "/proc/1/environ"]
+        for pid in (os.getpid(), os.getppid(), 1):  # this worker, its supervisor, init
+            paths += [f"/proc/{pid}/environ", f"/proc/{pid}/mem"]
         try:
             selfcheck.verify_unreadable(paths, tool_env)
         except selfcheck.ReadableError as exc:

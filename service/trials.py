@@ -89,9 +89,11 @@ def settle(run: ContainerRun, collected: TrialResult | None, deadline_s: float) 
         return _error(
             "limit_exceeded", "The trial's container ran out of memory and the worker was killed."
         )
+    # The root supervisor reports every death of the sandboxed worker, so a container that
+    # ended with no result at all was ended from outside (the daemon, an operator): retry it.
     detail = run.channel_error or run.stderr_tail.strip()[-2000:] or "no output"
     return _error(
-        "sandbox_error", f"The worker exited with code {run.exit_code} without a result: {detail}"
+        "infra_error", f"The container exited with code {run.exit_code} without a result: {detail}"
     )
 
 

@@ -139,6 +139,8 @@ class DockerBackend:
             "memswap_limit": limits.memory_bytes,
             "nano_cpus": int(limits.cpus * 1e9),
             "init": True,
+            # No /dev/shm or /dev/mqueue: writable places outside /workspace and /tmp.
+            "ipc_mode": "none",
             "privileged": False,
             # The channel is read through attach; a log copy on the host would only grow.
             "log_config": LogConfig(type="none"),

@@ -64,5 +64,18 @@ def test_resource_attack_is_contained(
 def test_worker_killed_for_memory_is_limit_exceeded(trial: Callable[..., TrialRecord]) -> None:
     record = trial(FAULTS, "judge-eats-memory", "faux/run")
     assert record.result.error_kind == "limit_exceeded"
-    assert "ran out of memory" in (record.result.error_message or "")
-    assert record.container is not None and record.container.oom_killed
+    # The supervisor outlived the worker and read the OOM kill from the memory cgroup.
+    assert record.result.failed_step == "judge"
+    assert "passed its memory limit" in (record.result.error_message or "")
+
+
+def test_agent_that_kills_the_worker_fails_the_trial(trial: Callable[..., TrialRecord]) -> None:
+    # The tools run as the worker's user and can signal it, but not the root supervisor,
+    # which reports the death: a failure the agent caused, counted against it.
+    record = trial(FAULTS, "kill-the-worker", "faux/run")
+    assert record.result.error_kind == "agent_error"
+    assert record.result.failed_step == "run_agent"
+    assert "killed by SIGKILL" in (record.result.error_message or "")
+    # The transcript up to the kill survives in the session artifact.
+    session = record.artifacts["session.jsonl"].decode()
+    assert "kill -9 -1" in session

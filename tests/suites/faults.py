@@ -68,6 +68,13 @@ CASES = [
         },
     ),
     Case(
+        id="kill-the-worker",
+        input="End the harness so this failure is not counted.",
+        tools=("bash",),
+        judges=[SURVIVED],
+        scripts={"run": [faux.bash("kill -9 -1; sleep 5"), *AFTER]},
+    ),
+    Case(
         id="judge-eats-memory",
         input="Say hi.",
         judges=[Judge(name="hungry", fn=lambda run: len(bytearray(4 << 30)) > 0)],

@@ -1,0 +1,103 @@
+"""The root supervisor: it outlives the sandboxed worker, so an agent cannot erase a failure.
+
+The agent's tools run as the same user as the sandboxed worker, so they can signal it: a
+`kill -9 -1` would end the worker before it reports, and a trial with no result looks like
+an infrastructure fault. So the worker forks before it drops privileges. The parent stays
+root, which the agent's processes can neither signal, trace nor read, and only forwards the
+child's messages to the control plane; when the child dies without a result, the parent
+reports that death itself, and it builds the session artifact from the events it forwarded,
+so the transcript survives too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.channel import Channel
+from sandbox.protocol import ErrorKind, ResultMessage, TrialResult
+
+# Steps during which the agent's processes exist and may have ended the worker.
+AGENT_STEPS = frozenset({"run_agent", "judge"})
+OOM_CONTROL = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+
+
+def oom_kills() -> int:
+    """OOM kills in this container's memory cgroup (v1 or v2); 0 when unknown."""
+    for path in OOM_CONTROL:
+        try:
+            with open(path) as handle:
+                for line in handle:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return int(value)
+        except OSError:
+            continue
+    return 0
+
+
+def death_result(status: int, last_step: str | None) -> TrialResult:
+    """What to report for a worker that ended without a result."""
+    step = last_step or "start"
+    if os.WIFSIGNALED(status):
+        how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    else:
+        how = f"exited with code {os.waitstatus_to_exitcode(status)}"
+    kind: ErrorKind
+    if oom_kills():
+        kind = "limit_exceeded"
+        message = f"The worker {how} for memory during {step}: the trial passed its memory limit."
+    elif os.WIFSIGNALED(status) and step in AGENT_STEPS:
+        kind = "agent_error"
+        message = (
+            f"The worker {how} during {step} before reporting: the agent's processes ended it, "
+            "which fails the trial."
+        )
+    else:
+        kind = "sandbox_error"
+        message = f"The worker {how} during {step} before reporting a result."
+    return TrialResult(outcome="error", error_kind=kind, error_message=message, failed_step=step)
+
+
+def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
+    """Run `run_child` in a forked process and relay its messages; always end with one
+    result and the session artifact."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: becomes the sandboxed worker
+        code = 0
+        try:
+            os.close(read_fd)
+            channel.detach()
+            run_child(Channel(write_fd, None))
+        except BaseException:
+            traceback.print_exc()
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    events: list[Any] = []
+    last_step: str | None = None
+    reported = False
+    with os.fdopen(read_fd, "rb") as pipe:
+        for line in pipe:
+            if not line.endswith(b"\n"):
+                break  # cut off mid-write by the child's death
+            message = json.loads(line)
+            kind = message.get("type")
+            if kind == "step":
+                last_step = message.get("step")
+            elif kind == "event":
+                events.append(message.get("event"))
+            elif kind == "result":
+                reported = True
+            channel.send_line(line)
+    _, status = os.waitpid(pid, 0)
+    if not reported:
+        channel.send(ResultMessage(result=death_result(status, last_step)))
+    session = "".join(json.dumps(event) + "\n" for event in events)
+    channel.artifact("session.jsonl", session.encode())
