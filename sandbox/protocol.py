@@ -214,6 +214,8 @@ class TrialResult:
 class CaseInfo:
     id: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Names of the case's faux scripts, so a submission can check `faux/NAME` up front.
+    scripts: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

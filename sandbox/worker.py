@@ -144,7 +144,10 @@ class Worker:
         except StepFailed as failure:
             self.channel.send(CasesMessage(cases=[], error=failure.message))
             return
-        infos = [CaseInfo(id=c.id, metadata=_jsonable(dict(c.metadata))) for c in cases]
+        infos = [
+            CaseInfo(id=c.id, metadata=_jsonable(dict(c.metadata)), scripts=sorted(c.scripts))
+            for c in cases
+        ]
         self.channel.send(CasesMessage(cases=infos))
 
     def load_case(self, spec: RunSpec) -> Case:

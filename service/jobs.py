@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +14,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from sandbox.protocol import SuiteBundle
+from sandbox.conversation import ProviderError
+from sandbox.protocol import CaseInfo, SuiteBundle
+from sandbox.simulated import parse_coin
 from service import __version__
 from service.api.schemas import Harness, JobRequest
 from service.store.models import Job, Suite, Trial
@@ -63,6 +66,7 @@ class Design:
     arms: tuple[str, ...]
     docs: dict[str, str] | None
     docs_name: str | None
+    cases: tuple[str, ...] = ()
 
 
 def docs_sets_dir() -> Path:
@@ -85,7 +89,7 @@ def load_docs(name: str) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted((docs_sets_dir() / name).glob("*.md"))}
 
 
-def resolve_design(request: JobRequest) -> Design:
+def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
     variants = request.variants
     baseline = request.baseline
     if request.comparison == "docs-lift":
@@ -140,7 +144,7 @@ def resolve_design(request: JobRequest) -> Design:
             "limits": (harness.limits or request.limits).model_dump(),
         }
     arms = ((baseline,) if baseline else ()) + tuple(v for v in variants if v != baseline)
-    return Design(resolved, baseline, arms, docs, docs_name)
+    return Design(resolved, baseline, arms, docs, docs_name, tuple(cases))
 
 
 def resolve_suite(request: JobRequest) -> SuiteBundle:
@@ -169,11 +173,36 @@ def select_cases(request: JobRequest, known: list[str], suite: str) -> list[str]
     return list(request.cases)
 
 
+def check_models(request: JobRequest, design: Design, infos: Sequence[CaseInfo]) -> None:
+    """Refuse a model id that could only fail every trial: better a 422 now than a
+    confident 0% later."""
+    scripts = {info.id: set(info.scripts) for info in infos}
+    for name, harness in design.variants.items():
+        own = request.variants is not None and request.variants[name].model is not None
+        loc: tuple[str | int, ...] = (
+            ("body", "variants", name, "model", "id") if own else ("body", "model", "id")
+        )
+        provider, model_id = harness["model"]["provider"], harness["model"]["id"]
+        if provider == "simulated":
+            try:
+                parse_coin(model_id)
+            except ProviderError as exc:
+                raise JobInputError(loc, str(exc)) from None
+        elif provider == "faux":
+            for case_id in design.cases:
+                if model_id not in scripts.get(case_id, set()):
+                    known = ", ".join(sorted(scripts.get(case_id, set()))) or "none"
+                    raise JobInputError(
+                        loc,
+                        f"Case {case_id} has no faux script {model_id!r}; its scripts: {known}.",
+                    )
+
+
 def create_job(
     session: Session,
     request: JobRequest,
     bundle: SuiteBundle,
-    cases: list[str],
+    design: Design,
     *,
     image: str,
     image_digest: str | None,
@@ -183,7 +212,7 @@ def create_job(
     if session.get(Suite, sha) is None:
         session.add(Suite(sha256=sha, name=bundle.name, source=bundle.source, created_at=now))
         session.flush()  # no ORM relationship orders these inserts, so the suite goes first
-    design = resolve_design(request)
+    cases = list(design.cases)
     planned = plan(cases, request.rounds, design.arms)
     docs_sha = (
         hashlib.sha256(json.dumps(design.docs, sort_keys=True).encode()).hexdigest()
@@ -233,4 +262,13 @@ def create_job(
     return job
 
 
-__all__ = ["JobInputError", "SuiteError", "create_job", "plan", "resolve_suite", "select_cases"]
+__all__ = [
+    "JobInputError",
+    "SuiteError",
+    "check_models",
+    "create_job",
+    "plan",
+    "resolve_design",
+    "resolve_suite",
+    "select_cases",
+]

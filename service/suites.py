@@ -94,6 +94,8 @@ def list_cases(backend: DockerBackend, bundle: SuiteBundle) -> list[CaseInfo]:
     cases = answers[0].cases
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(".tmp")
-    tmp.write_text(json.dumps([{"id": c.id, "metadata": c.metadata} for c in cases]))
+    tmp.write_text(
+        json.dumps([{"id": c.id, "metadata": c.metadata, "scripts": c.scripts} for c in cases])
+    )
     tmp.replace(cached)
     return cases

@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal
 
 import docker
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import __version__, images
@@ -27,7 +28,14 @@ from service.api.schemas import (
     TrialView,
 )
 from service.backends.docker import DockerBackend, DockerSettings
-from service.jobs import JobInputError, create_job, resolve_suite, select_cases
+from service.jobs import (
+    JobInputError,
+    check_models,
+    create_job,
+    resolve_design,
+    resolve_suite,
+    select_cases,
+)
 from service.report.build import JobFacts, TrialFacts, build_report, render_text
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
@@ -106,15 +114,22 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 
 def _job_view(session: Session, job: Job) -> JobView:
     rows = session.execute(
-        select(Trial.status, Trial.outcome, func.count())
-        .where(Trial.job_id == job.id)
-        .group_by(Trial.status, Trial.outcome)
+        select(Trial.variant, Trial.order, Trial.attempt, Trial.status, Trial.outcome).where(
+            Trial.job_id == job.id
+        )
     ).all()
-    counts = TrialCounts()
-    for status, outcome, count in rows:
-        setattr(counts, status, getattr(counts, status) + count)
-        if outcome:
-            setattr(counts, outcome, getattr(counts, outcome) + count)
+    # Count planned trials by their latest attempt, so a retry never counts twice and the
+    # progress bar only reaches the end when the retries have run.
+    latest: dict[tuple[str, int], Any] = {}
+    for row in rows:
+        key = (row.variant, row.order)
+        if key not in latest or row.attempt > latest[key].attempt:
+            latest[key] = row
+    counts = TrialCounts(attempts=len(rows))
+    for row in latest.values():
+        setattr(counts, row.status, getattr(counts, row.status) + 1)
+        if row.outcome:
+            setattr(counts, row.outcome, getattr(counts, row.outcome) + 1)
     return JobView(
         id=job.id,
         status=job.status,  # type: ignore[arg-type]
@@ -197,6 +212,12 @@ def job_report(session: Session, job: Job) -> dict[str, Any]:
 
 
 def _routes(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # Only where and what: echoing the input back could hold NaN, which JSON cannot carry.
+        detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"detail": detail})
+
     @app.exception_handler(JobInputError)
     async def job_input_error(_request: Request, exc: JobInputError) -> JSONResponse:
         body = {"detail": [{"loc": list(exc.loc), "msg": exc.message, "type": "value_error"}]}
@@ -212,13 +233,15 @@ def _routes(app: FastAPI) -> None:
     def submit_job(body: JobRequest, c: Ctx) -> JobCreated:
         try:
             bundle = resolve_suite(body)
-            known = [case.id for case in list_cases(c.backend, bundle)]
+            infos = list_cases(c.backend, bundle)
         except SuiteError as exc:
             raise JobInputError(("body", "suite"), str(exc)) from None
-        cases = select_cases(body, known, bundle.name)
+        cases = select_cases(body, [info.id for info in infos], bundle.name)
+        design = resolve_design(body, cases)
+        check_models(body, design, infos)
         with c.sessions.begin() as session:
             job = create_job(
-                session, body, bundle, cases, image=c.image, image_digest=c.image_digest
+                session, body, bundle, design, image=c.image, image_digest=c.image_digest
             )
             created = JobCreated(id=job.id, planned_trials=job.planned, status=job.status)
         c.scheduler.wake()

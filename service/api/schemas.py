@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from sandbox.tools import TOOLS
 
@@ -33,17 +33,24 @@ class ModelSpec(BaseModel):
         return value
 
 
+MAX_TIMEOUT_S = 24 * 3600.0
+
+
 class JobLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    timeout_s: float = Field(default=600.0, description="wall-clock deadline per trial, seconds")
+    timeout_s: StrictFloat = Field(
+        default=600.0, description=f"wall-clock deadline per trial, seconds (<= {MAX_TIMEOUT_S:g})"
+    )
     max_turns: StrictInt = Field(default=50, ge=1, le=10_000)
 
     @field_validator("timeout_s")
     @classmethod
     def positive_finite(cls, value: float) -> float:
-        if not math.isfinite(value) or value <= 0:
-            raise ValueError("timeout_s must be a positive finite number of seconds")
-        return value
+        if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+            raise ValueError(
+                f"timeout_s must be a positive finite number of seconds, at most {MAX_TIMEOUT_S:g}"
+            )
+        return float(value)
 
 
 VARIANT_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
@@ -110,7 +117,7 @@ class JobRequest(BaseModel):
     )
     rounds: StrictInt = Field(default=1, ge=1, le=1000, description="k: repetitions per case")
     limits: JobLimits = Field(default_factory=JobLimits)
-    seed: StrictInt = 0
+    seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1)
     max_infra_retries: StrictInt = Field(default=1, ge=0, le=10)
 
     @field_validator("variants")
@@ -141,6 +148,9 @@ class JobCreated(BaseModel):
 
 
 class TrialCounts(BaseModel):
+    """Planned trials by their latest attempt; `attempts` counts every attempt."""
+
+    attempts: int = 0
     queued: int = 0
     running: int = 0
     finished: int = 0

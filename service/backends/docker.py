@@ -267,9 +267,14 @@ class DockerBackend:
     def reap(self, keep: Callable[[str], bool] | None = None) -> list[str]:
         """Remove every examhall container whose trial is neither running here nor kept
         by `keep` (the store's view of running trials); returns the removed trial ids."""
+        containers = self.client.containers.list(
+            all=True, filters={"label": LABEL_TRIAL}, ignore_removed=True
+        )
+        # Read after listing: a trial that started in between is running by now, and its
+        # new container must not be taken for an orphan.
         running = self.running_trials()
         removed = []
-        for container in self.client.containers.list(all=True, filters={"label": LABEL_TRIAL}):
+        for container in containers:
             trial = container.labels.get(LABEL_TRIAL, "")
             if trial in running or (keep is not None and keep(trial)):
                 continue

@@ -40,7 +40,12 @@ BAD_INPUT = [
     ({**GOOD, "rounds": True}, ["body", "rounds"], "valid integer"),
     ({**GOOD, "limits": {"timeout_s": 0}}, ["body", "limits", "timeout_s"], "positive finite"),
     ({**GOOD, "limits": {"timeout_s": -5}}, ["body", "limits", "timeout_s"], "positive finite"),
-    ({**GOOD, "limits": {"timeout_s": "inf"}}, ["body", "limits", "timeout_s"], "positive finite"),
+    ({**GOOD, "limits": {"timeout_s": "inf"}}, ["body", "limits", "timeout_s"], "valid number"),
+    ({**GOOD, "limits": {"timeout_s": True}}, ["body", "limits", "timeout_s"], "valid"),
+    ({**GOOD, "limits": {"timeout_s": "5"}}, ["body", "limits", "timeout_s"], "valid"),
+    ({**GOOD, "limits": {"timeout_s": 1e308}}, ["body", "limits", "timeout_s"], "at most 86400"),
+    ({**GOOD, "seed": 10**23}, ["body", "seed"], "less than or equal to"),
+    ({**GOOD, "seed": -1}, ["body", "seed"], "greater than or equal to 0"),
     ({**GOOD, "model": {"provider": "faux"}}, ["body", "model", "id"], "Field required"),
     ({**GOOD, "model": {"id": "x"}}, ["body", "model", "provider"], "Field required"),
     (
@@ -68,6 +73,18 @@ def test_bad_input_is_422_naming_the_field_and_writes_nothing(
         details = response.json()["detail"]
         assert any(d["loc"] == loc and message in d["msg"] for d in details), (loc, details)
     assert _rows(server) == before
+
+
+def test_nan_and_infinity_are_422_not_500(start_server: Callable[..., Server]) -> None:
+    server = start_server()
+    for literal in ("NaN", "Infinity", "-Infinity"):
+        body = '{"suite": "smoke", "model": {"provider": "faux", "id": "solution"}, '
+        body += f'"limits": {{"timeout_s": {literal}}}}}'
+        response = server.http.post(
+            "/v1/jobs", content=body, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 422, (literal, response.text)
+        assert response.json()["detail"][0]["loc"] == ["body", "limits", "timeout_s"]
 
 
 def test_unknown_ids_are_404(start_server: Callable[..., Server]) -> None:
@@ -165,7 +182,9 @@ def test_infra_errors_are_retried_kept_and_excluded(
     job = server.wait(created["id"])
     trials = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
     # Every attempt is kept: 2 planned trials x (1 + 2 retries).
-    assert len(trials) == 6 == job["counts"]["finished"]
+    assert len(trials) == 6 == job["counts"]["attempts"]
+    # Counts are of planned trials by their latest attempt: a retry never counts twice.
+    assert (job["planned_trials"], job["counts"]["finished"], job["counts"]["error"]) == (2, 2, 2)
     assert sorted((t["case_id"], t["attempt"]) for t in trials) == [
         (c, a) for c in ("create-greeting", "fix-config") for a in (1, 2, 3)
     ]
