@@ -88,6 +88,7 @@ def run_agent(
     max_turns: int,
     emit: Callable[[Event], None],
     state: AgentState,
+    after_tool: Callable[[], None] | None = None,
 ) -> None:
     """Run every prompt of the case in turn; raises AgentFailure when the run fails."""
     by_name = {tool.name: tool for tool in tools}
@@ -135,5 +136,7 @@ def run_agent(
                 messages.append(
                     ToolResultMessage(call.id, call.name, error or content, error is not None)
                 )
+                if after_tool is not None:
+                    after_tool()
         check_completion(state, last)
         state.final_text = last.text if last is not None else ""

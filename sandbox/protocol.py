@@ -207,6 +207,8 @@ class TrialResult:
     tool_calls: int = 0
     final_text: str | None = None
     system_prompt_sha256: str | None = None
+    # Container limits the agent's processes ran into: "pids", "memory", "disk:/workspace"...
+    limits_hit: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
 

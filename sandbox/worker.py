@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from sandbox import bundle, credentials, privilege, selfcheck, workspace
+from sandbox import bundle, credentials, limits, privilege, selfcheck, workspace
 from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
@@ -195,6 +195,17 @@ class Worker:
     ) -> TrialResult:
         state = AgentState()
         prompt_hash: str | None = None
+        limits_hit: list[str] = []
+        watch = limits.snapshot()
+
+        def note_limits() -> None:
+            nonlocal watch
+            for hit in limits.hits_since(watch):
+                if hit not in limits_hit:
+                    limits_hit.append(hit)
+                    self.emit(LifecycleEvent(step="limit", detail=f"the agent hit the {hit} limit"))
+            watch = limits.snapshot()
+
         started = time.monotonic()
         self.channel.send(StepMessage(step="run_agent"))
         try:
@@ -229,6 +240,7 @@ class Worker:
                 max_turns=spec.limits.max_turns,
                 emit=self.emit,
                 state=state,
+                after_tool=note_limits,
             )
             failure: tuple[ErrorKind, str] | None = None
         except ProviderError as exc:
@@ -250,6 +262,7 @@ class Worker:
                 tool_calls=state.tool_calls,
                 final_text=state.final_text,
                 system_prompt_sha256=prompt_hash,
+                limits_hit=limits_hit,
                 timings=self.timings,
                 **fields,
             )

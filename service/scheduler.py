@@ -258,6 +258,7 @@ class Scheduler:
             trial.timings = result.timings
             trial.final_text = result.final_text
             trial.system_prompt_sha256 = result.system_prompt_sha256
+            trial.limits_hit = result.limits_hit
             trial.container_id = record.container.container_id if record.container else None
             trial.finished_at = now()
             trial.wall_s = record.wall_s

@@ -203,6 +203,7 @@ def job_report(session: Session, job: Job) -> dict[str, Any]:
                 tool_calls=t.tool_calls,
                 latency_s=(t.timings or {}).get("run_agent"),
                 system_prompt_sha256=t.system_prompt_sha256,
+                limits_hit=tuple(t.limits_hit or ()),
             )
             for t in trials
         ],

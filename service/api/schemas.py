@@ -189,6 +189,7 @@ class TrialView(BaseModel):
     model_returned: str | None
     tool_calls: int | None
     system_prompt_sha256: str | None
+    limits_hit: list[str] | None
     usage: dict[str, Any] | None
     judges: list[Any] | None
     timings: dict[str, Any] | None

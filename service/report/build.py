@@ -52,6 +52,7 @@ class TrialFacts:
     tool_calls: int | None = None
     latency_s: float | None = None
     system_prompt_sha256: str | None = None
+    limits_hit: tuple[str, ...] = ()
 
     def arm(self) -> ArmTrial:
         return ArmTrial(
@@ -88,10 +89,12 @@ def final_attempts(trials: Iterable[TrialFacts]) -> list[TrialFacts]:
 def _outcomes(finals: Sequence[TrialFacts], all_trials: Sequence[TrialFacts]) -> dict[str, Any]:
     counts: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
+    limits: Counter[str] = Counter()
     for trial in finals:
         counts[trial.outcome or trial.status] += 1
         if trial.error_kind:
             kinds[trial.error_kind] += 1
+        limits.update(trial.limits_hit)
     return {
         "passed": counts["passed"],
         "failed": counts["failed"],
@@ -100,6 +103,7 @@ def _outcomes(finals: Sequence[TrialFacts], all_trials: Sequence[TrialFacts]) ->
         "error_kinds": dict(sorted(kinds.items())),
         "counted_as_failed": sum(kinds[k] for k in COUNTED_AS_FAILED),
         "excluded": sum(kinds[k] for k in NOT_SCORED),
+        "limits_hit": dict(sorted(limits.items())),
         "attempts": len(all_trials),
         "retried_attempts": len(all_trials) - len(finals),
     }

@@ -271,6 +271,17 @@ def _metric(
         )
         return Metric(value, None, None, reason, 1)
     values = [num / den for num, den in (estimator(n, c) for n, c in _tally(used))]
+    if value is not None and min(values) == max(values):
+        # Every case scored the same (typically all 0 or all 1): resampling cases can only
+        # reproduce that value, and [0, 0] would claim certainty that 4 cases cannot give.
+        # The Wilson interval over cases says how far the rate could be from what we saw.
+        return Metric(
+            value=value,
+            ci95=wilson_interval(round(value * len(values)), len(values)),
+            stderr_clustered=stderr_of_case_values(values),
+            reason="every case scored the same; the interval is Wilson's over cases",
+            cases_used=len(used),
+        )
     return Metric(
         value=value,
         ci95=bootstrap_ci(used, statistic, seed=seed, resamples=resamples),

@@ -70,6 +70,7 @@ class Trial(Base):
     timings: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     final_text: Mapped[str | None] = mapped_column(Text)
     system_prompt_sha256: Mapped[str | None] = mapped_column(String(64))
+    limits_hit: Mapped[list[Any] | None] = mapped_column(JSON)
     container_id: Mapped[str | None] = mapped_column(String(80))
     owner: Mapped[str | None] = mapped_column(String(200))
     started_at: Mapped[datetime | None] = mapped_column(DateTime)

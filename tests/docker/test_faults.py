@@ -36,11 +36,11 @@ def test_agent_past_the_deadline_ends_as_timeout(
 
 
 @pytest.mark.parametrize(
-    ("case_id", "evidence"),
+    ("case_id", "evidence", "limit"),
     [
-        ("fork-bomb", "Resource temporarily unavailable"),
-        ("memory-hog", "killed by SIGKILL"),
-        ("disk-filler", "No space left on device"),
+        ("fork-bomb", "Resource temporarily unavailable", "pids"),
+        ("memory-hog", "killed by SIGKILL", "memory"),
+        ("disk-filler", "No space left on device", "disk:/tmp"),
     ],
 )
 def test_resource_attack_is_contained(
@@ -48,8 +48,12 @@ def test_resource_attack_is_contained(
     docker_client: docker.DockerClient,
     case_id: str,
     evidence: str,
+    limit: str,
 ) -> None:
     record = trial(FAULTS, case_id, "faux/run", deadline_s=90)
+    # The trial records which limit stopped the agent, read from the cgroup and filesystem.
+    assert record.result.limits_hit == [limit]
+    assert any(e.type == "lifecycle" and limit in e.detail for e in record.events)  # type: ignore[union-attr]
     # The limit stopped the attack (its evidence is in the tool output) and the worker went
     # on to write survived.txt, so both judges pass.
     assert record.result.outcome == "passed", record.result.judges

@@ -414,3 +414,15 @@ def test_stats_bad_k_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) ->
         run_cli(["stats", "whatever.jsonl", "--k", "0"])
     assert exit_info.value.code == 2
     assert "argument --k" in capsys.readouterr().err
+
+
+def test_all_cases_equal_gets_a_wilson_interval_not_a_point() -> None:
+    from service.report.metrics import summarize, wilson_interval
+
+    none_pass = summarize({f"c{i}": [False, False] for i in range(4)}, 2, seed=0)["pass_at_1"]
+    assert none_pass["value"] == 0.0
+    assert none_pass["ci95"] == list(wilson_interval(0, 4))
+    assert none_pass["ci95"][1] > 0.3  # 4 cases cannot rule out a rate of a third
+    assert "Wilson" in none_pass["reason"]
+    all_pass = summarize({f"c{i}": [True] for i in range(20)}, 1, seed=0)["pass_at_1"]
+    assert all_pass["ci95"][1] == 1.0 and 0.8 < all_pass["ci95"][0] < 1.0
