@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import __version__, images
+from service.api.report_schema import Report
 from service.api.schemas import (
     ErrorBody,
     EventView,
@@ -293,7 +294,16 @@ def _routes(app: FastAPI) -> None:
     @app.get(
         "/v1/trials/{trial_id}/artifacts/{name}",
         response_class=Response,
-        responses={200: {"content": {"application/octet-stream": {}}}, **NOT_FOUND},
+        responses={
+            200: {
+                "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                    "application/x-ndjson": {"schema": {"type": "string"}},
+                },
+                "description": "The artifact's bytes (.jsonl files as application/x-ndjson)",
+            },
+            **NOT_FOUND,
+        },
     )
     def trial_artifact(trial_id: str, name: str, c: Ctx) -> Response:
         with c.sessions() as session:
@@ -311,7 +321,11 @@ def _routes(app: FastAPI) -> None:
     @app.get(
         "/v1/jobs/{job_id}/report",
         responses={
-            200: {"content": {"application/json": {}, "text/plain": {}}},
+            200: {
+                "model": Report,
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+                "description": "The report as JSON, or laid out for a terminal with format=text",
+            },
             **NOT_FOUND,
         },
     )

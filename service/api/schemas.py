@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
+from sandbox.protocol import ErrorKind
 from sandbox.tools import TOOLS
 
 KNOWN_PROVIDERS = ("faux", "simulated")
@@ -179,10 +180,10 @@ class TrialView(BaseModel):
     round: int
     order: int
     attempt: int
-    status: str
-    outcome: str | None
+    status: Literal["queued", "running", "finished"]
+    outcome: Literal["passed", "failed", "error"] | None
     score: float | None
-    error_kind: str | None
+    error_kind: ErrorKind | None
     error_message: str | None
     failed_step: str | None
     model_requested: str | None

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from service.api.report_schema import Report
 from service.backends.docker import DockerBackend, DockerSettings
 from tests.docker.conftest import Server
 
@@ -116,6 +117,8 @@ def test_smoke_job_end_to_end(start_server: Callable[..., Server]) -> None:
 
     report = server.http.get(f"/v1/jobs/{created['id']}/report").json()
     variant = report["variants"][0]
+    Report.model_validate(report)  # the documented shape
+
     stored_passes = sum(t["outcome"] == "passed" for t in trials)
     assert variant["outcomes"]["passed"] == stored_passes
     assert variant["outcomes"]["passed"] + variant["outcomes"]["failed"] == len(trials)

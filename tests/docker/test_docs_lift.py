@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from service.api.report_schema import Report
 from service.backends.docker import DockerBackend, DockerSettings
 from tests.docker.conftest import Server
 
@@ -43,6 +44,7 @@ def test_docs_lift_job_shows_the_lift(start_server: Callable[..., Server]) -> No
     server.wait(created["id"])
     trials = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
     report = server.http.get(f"/v1/jobs/{created['id']}/report").json()
+    Report.model_validate(report)  # the documented shape
 
     (comparison,) = report["comparisons"]
     assert (comparison["baseline"], comparison["candidate"]) == ("without_docs", "with_docs")

@@ -1,0 +1,77 @@
+"""Real reports match the schema the API documents (extra fields forbidden)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from service.api.report_schema import Report
+from service.report.build import JobFacts, TrialFacts, build_report, render_text
+
+
+def _job(**overrides: object) -> JobFacts:
+    fields: dict[str, object] = {
+        "id": "job-1",
+        "status": "finished",
+        "suite_name": "demo",
+        "suite_sha256": "a" * 64,
+        "rounds": 2,
+        "seed": 3,
+        "planned": 8,
+        "model": "faux/informed",
+        "image": "examhall/sandbox:abc",
+        "image_digest": "sha256:" + "b" * 64,
+        "service_version": "0.1.0",
+        "created_at": datetime(2026, 12, 1),
+        "baseline": "without_docs",
+        "arms": ("without_docs", "with_docs"),
+        "docs_sha256": "c" * 64,
+        "docs_name": "demo",
+    }
+    fields.update(overrides)
+    return JobFacts(**fields)  # type: ignore[arg-type]
+
+
+def _trials(*, blocked: bool) -> list[TrialFacts]:
+    trials, order = [], 0
+    for round_ in (1, 2):
+        for case_id in ("a", "b"):
+            for arm in ("without_docs", "with_docs"):
+                passed = arm == "with_docs" or case_id == "a"
+                kind = (
+                    "infra_error"
+                    if blocked and (case_id, round_, arm) == ("b", 2, "with_docs")
+                    else None
+                )
+                trials.append(
+                    TrialFacts(
+                        case_id, arm, round_, order, 1, "finished",
+                        "error" if kind else ("passed" if passed else "failed"),
+                        kind, "faux/informed",
+                        input_tokens=100, output_tokens=10, tool_calls=2, latency_s=0.4,
+                        system_prompt_sha256=arm,
+                        limits_hit=("pids",) if case_id == "a" else (),
+                    )
+                )  # fmt: skip
+                order += 1
+    return trials
+
+
+def test_published_and_withheld_reports_match_the_documented_schema() -> None:
+    for blocked in (False, True):
+        report = build_report(
+            _job(),
+            _trials(blocked=blocked),
+            case_order=["a", "b"],
+            generated_at=datetime(2026, 12, 2),
+        )
+        parsed = Report.model_validate(report)
+        comparison = parsed.comparisons[0]
+        assert (comparison.headline is None) == blocked
+        assert "pass@1" in render_text(report)
+
+
+def test_single_variant_report_matches_the_schema() -> None:
+    job = _job(baseline=None, arms=("default",), docs_sha256=None, docs_name=None, rounds=1)
+    trials = [TrialFacts("a", "default", 1, 0, 1, "finished", "passed", None, None)]
+    report = build_report(job, trials, case_order=["a"], generated_at=datetime(2026, 12, 2))
+    assert Report.model_validate(report).comparisons == []
