@@ -22,6 +22,7 @@ import httpx
 from sandbox.protocol import Limits, ModelRef, RunSpec
 from service import images
 from service.backends.docker import DockerBackend, DockerSettings
+from service.client import ApiError, Client
 from service.report.commands import add_commands as add_report_commands
 from service.store.db import database_url
 from service.suites import SuiteError, list_cases, load_suite
@@ -133,6 +134,20 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
     backend = _backend(_client(), quiet=args.json)
+    try:
+        infos = {info.id: info for info in list_cases(backend, bundle)}
+    except SuiteError as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    problem = None
+    if args.case not in infos:
+        problem = f"case {args.case!r} is not in suite {bundle.name}; its cases: {', '.join(infos)}"
+    elif model.provider == "faux" and model.id not in infos[args.case].scripts:
+        known = ", ".join(infos[args.case].scripts) or "none"
+        problem = f"case {args.case} has no faux script {model.id!r}; its scripts: {known}"
+    if problem:
+        print(f"examhall: {problem}.", file=sys.stderr)
+        return 2
     spec = RunSpec(
         trial_id=f"trial-{uuid.uuid4().hex[:12]}",
         suite=bundle,
@@ -182,8 +197,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api.app import create_app
-    from service.client import Client
 
+    try:
+        model = ModelRef.parse(args.model)
+    except ValueError as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning")
@@ -199,11 +218,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         client = Client(f"http://127.0.0.1:{port}")
         body = {
             "suite": "smoke",
-            "model": dict(zip(("provider", "id"), args.model.split("/", 1), strict=True)),
+            "model": {"provider": model.provider, "id": model.id},
             "rounds": args.rounds,
             "seed": args.seed,
         }
-        job = client.submit(body)
+        try:
+            job = client.submit(body)
+        except ApiError as exc:
+            print(f"examhall: {exc}", file=sys.stderr)
+            return 2
         _progress(f"Submitted {job['id']}: {job['planned_trials']} trials ({args.model}).")
         client.wait(job["id"])
         print(client.report_text(job["id"]), end="")
@@ -220,8 +243,6 @@ def default_server() -> str:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print a job's report; exit 1 when any comparison's headline is withheld."""
-    from service.client import ApiError, Client
-
     client = Client(args.server)
     try:
         report = client.report_json(args.job)

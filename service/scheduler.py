@@ -115,10 +115,13 @@ class Scheduler:
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
+        """Stop promptly: kill the running trials' containers and queue those trials
+        again, so the next start runs them from scratch instead of waiting for them now."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        self.backend.stop_all()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def wake(self) -> None:
@@ -126,18 +129,23 @@ class Scheduler:
 
     def recover(self) -> None:
         """Queue again what a previous process left running, and remove its containers."""
-        with self.sessions.begin() as session:
-            stale = session.scalars(select(Trial.id).where(Trial.status == "running")).all()
-            if stale:
-                session.execute(delete(EventRow).where(EventRow.trial_id.in_(stale)))
-                session.execute(delete(Artifact).where(Artifact.trial_id.in_(stale)))
-                session.execute(
-                    update(Trial)
-                    .where(Trial.id.in_(stale))
-                    .values(status="queued", owner=None, container_id=None, started_at=None)
-                )
-                log.warning("queued %d interrupted trial(s) again", len(stale))
+        with self.sessions() as session:
+            stale = list(session.scalars(select(Trial.id).where(Trial.status == "running")).all())
+        if stale:
+            self._requeue(stale)
+            log.warning("queued %d interrupted trial(s) again", len(stale))
         self.reap()
+
+    def _requeue(self, trial_ids: list[str]) -> None:
+        """Back to the queue, with the partial transcript dropped so nothing counts twice."""
+        with self.sessions.begin() as session:
+            session.execute(delete(EventRow).where(EventRow.trial_id.in_(trial_ids)))
+            session.execute(delete(Artifact).where(Artifact.trial_id.in_(trial_ids)))
+            session.execute(
+                update(Trial)
+                .where(Trial.id.in_(trial_ids))
+                .values(status="queued", owner=None, container_id=None, started_at=None)
+            )
 
     def reap(self) -> list[str]:
         """Remove containers of this store's trials that no live trial of ours owns."""
@@ -237,6 +245,9 @@ class Scheduler:
         sink = EventSink(self.sessions, trial_id)
         record = run_trial(self.backend, spec, job_id=job.id, deadline_s=deadline, on_event=sink)
         sink.flush()
+        if self._stop.is_set():
+            self._requeue([trial_id])  # cut short by our own shutdown: not the trial's fault
+            return
         self._store(trial_id, record)
 
     def _store(self, trial_id: str, record: TrialRecord) -> None:

@@ -113,7 +113,8 @@ class DockerBackend:
     def __init__(self, settings: DockerSettings, client: docker.DockerClient | None = None):
         self.settings = settings
         self.client = client or docker.from_env()
-        self._running: set[str] = set()
+        # Running trials and their containers (None until created).
+        self._running: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def container_config(self, trial_id: str, job_id: str) -> dict[str, Any]:
@@ -168,12 +169,14 @@ class DockerBackend:
         run = ContainerRun()
         container = None
         with self._lock:
-            self._running.add(trial_id)
+            self._running[trial_id] = None
         try:
             t0 = time.monotonic()
             try:
                 container = self.client.containers.create(**self.container_config(trial_id, job_id))
                 run.container_id = str(container.id)
+                with self._lock:
+                    self._running[trial_id] = container
                 sock = self.client.api.attach_socket(
                     run.container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
                 )
@@ -193,7 +196,7 @@ class DockerBackend:
             run.timings["teardown"] = time.monotonic() - t1
             run.ended_at = time.monotonic()
             with self._lock:
-                self._running.discard(trial_id)
+                self._running.pop(trial_id, None)
 
     def _converse(
         self,
@@ -263,6 +266,13 @@ class DockerBackend:
     def running_trials(self) -> set[str]:
         with self._lock:
             return set(self._running)
+
+    def stop_all(self) -> None:
+        """Kill every running trial's container; their runs return at once."""
+        with self._lock:
+            containers = [c for c in self._running.values() if c is not None]
+        for container in containers:
+            self._kill(container)
 
     def reap(self, keep: Callable[[str], bool] | None = None) -> list[str]:
         """Remove every examhall container whose trial is neither running here nor kept

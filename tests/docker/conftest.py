@@ -23,6 +23,7 @@ class Server:
     url: str
     database_url: str
     http: httpx.Client
+    stop: Callable[[], None]
 
     def submit(self, **body: Any) -> dict[str, Any]:
         response = self.http.post("/v1/jobs", json=body)
@@ -69,7 +70,13 @@ def start_server(tmp_path: Path, sandbox_image: str) -> Iterator[Callable[..., S
             time.sleep(0.05)
         http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
         running.append((server, thread, http))
-        return Server(f"http://127.0.0.1:{port}", database_url, http)
+
+        def stop() -> None:
+            http.close()
+            server.should_exit = True
+            thread.join(timeout=60)
+
+        return Server(f"http://127.0.0.1:{port}", database_url, http, stop)
 
     yield start
     for server, thread, http in running:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -227,3 +228,30 @@ def test_openapi_documents_every_route(start_server: Callable[..., Server]) -> N
     }
     post = schema["paths"]["/v1/jobs"]["post"]
     assert {"201", "422"} <= set(post["responses"])
+
+
+def _max_overlap(trials: list[dict[str, Any]]) -> int:
+    moments = sorted(
+        [(t["started_at"], 1) for t in trials] + [(t["finished_at"], -1) for t in trials],
+        key=lambda m: (m[0], m[1]),  # an end before a start at the same instant
+    )
+    running = peak = 0
+    for _, step in moments:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def test_max_containers_two_runs_two_at_once_never_three(
+    start_server: Callable[..., Server],
+) -> None:
+    server = start_server(max_containers=2)
+    created = server.submit(
+        suite={"name": "slow", "source": Path("tests/suites/slow.py").read_text()},
+        model={"provider": "faux", "id": "solution"},
+        rounds=3,
+    )
+    server.wait(created["id"])
+    trials = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert len(trials) == 6 and all(t["outcome"] == "passed" for t in trials)
+    assert _max_overlap(trials) == 2

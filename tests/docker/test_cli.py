@@ -58,12 +58,16 @@ def test_run_trial_reports_a_failed_trial_with_exit_1(sandbox_image: str) -> Non
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--case", "nope", "--model", "faux/solution"], "case 'nope' is not in suite smoke"),
+        (["--case", "fix-config", "--model", "faux/nope"], "has no faux script 'nope'"),
         (["--model", "gpt"], "is not PROVIDER/MODEL"),
         (["--model", "faux/solution", "--timeout", "-1"], "must be positive and finite"),
         (["--model", "faux/solution", "--timeout", "nan"], "must be positive and finite"),
     ],
 )
 def test_run_trial_bad_input(args: list[str], message: str) -> None:
-    done = examhall("run-trial", "--suite", "evals/smoke.py", "--case", "fix-config", *args)
+    if "--case" not in args:
+        args = ["--case", "fix-config", *args]
+    done = examhall("run-trial", "--suite", "evals/smoke.py", *args)
     assert done.returncode == 2
     assert message in done.stderr

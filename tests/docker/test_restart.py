@@ -9,10 +9,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from service.backends.docker import LABEL_JOB
 from tests.docker.conftest import free_port
@@ -122,3 +124,35 @@ def test_sigkill_mid_job_then_restart(
     assert report["variants"][0]["scored_trials"] == 4
     assert report["variants"][0]["outcomes"]["passed"] == 4
     assert not containers()
+
+
+def test_stopping_the_control_plane_requeues_running_trials(
+    start_server: Any, tmp_path: Path, docker_client: docker.DockerClient
+) -> None:
+    """A graceful stop does not wait for long trials: it kills them and queues them again."""
+    server = start_server(max_containers=1)
+    source = Path("tests/suites/slow.py").read_text().replace('"sleep 3"', '"sleep 120"')
+    created = server.submit(
+        suite={"name": "slow", "source": source},
+        model={"provider": "faux", "id": "solution"},
+        cases=["slow-1"],
+    )
+
+    def running() -> bool:
+        trials = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+        return bool(trials) and trials[0]["status"] == "running"
+
+    _wait_for(running, 60, "the trial to start")
+    time.sleep(1)  # let it stream a few events
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 30, "stopping waited for the trial"
+    engine = sa.create_engine(server.database_url)
+    with engine.connect() as connection:
+        status = connection.execute(sa.text("SELECT status FROM trials")).scalar_one()
+        events = connection.execute(sa.text("SELECT count(*) FROM events")).scalar_one()
+    engine.dispose()
+    assert (status, events) == ("queued", 0)
+    assert not docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_JOB}={created['id']}"}
+    )
