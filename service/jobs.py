@@ -19,7 +19,7 @@ from sandbox.protocol import CaseInfo, SuiteBundle
 from sandbox.simulated import parse_coin
 from service import __version__
 from service.api.schemas import Harness, JobRequest
-from service.store.models import Job, Suite, Trial
+from service.store.models import Job, Suite, queued_trial
 from service.suites import SuiteError, load_suite, shipped_dir, shipped_suites
 
 DEFAULT_VARIANT = "default"
@@ -246,19 +246,7 @@ def create_job(
     )
     session.add(job)
     session.flush()
-    session.add_all(
-        Trial(
-            id=f"trial-{uuid.uuid4().hex[:16]}",
-            job_id=job.id,
-            case_id=p.case_id,
-            variant=p.variant,
-            round=p.round,
-            order=p.order,
-            attempt=1,
-            status="queued",
-        )
-        for p in planned
-    )
+    session.add_all(queued_trial(job.id, p.case_id, p.variant, p.round, p.order) for p in planned)
     return job
 
 

@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -25,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import Event, Limits, ModelRef, RunSpec, SuiteBundle
 from service.backends.docker import DockerBackend
-from service.store.models import Artifact, Job, Suite, Trial
+from service.store.models import Artifact, Job, Suite, Trial, queued_trial
 from service.store.models import Event as EventRow
 from service.trials import TrialRecord, run_trial
 
@@ -305,15 +304,13 @@ class Scheduler:
         assert job is not None
         if trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries:
             session.add(
-                Trial(
-                    id=f"trial-{uuid.uuid4().hex[:16]}",
-                    job_id=job.id,
-                    case_id=trial.case_id,
-                    variant=trial.variant,
-                    round=trial.round,
-                    order=trial.order,
-                    attempt=trial.attempt + 1,
-                    status="queued",
+                queued_trial(
+                    job.id,
+                    trial.case_id,
+                    trial.variant,
+                    trial.round,
+                    trial.order,
+                    trial.attempt + 1,
                 )
             )
             return

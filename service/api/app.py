@@ -37,7 +37,7 @@ from service.jobs import (
     resolve_suite,
     select_cases,
 )
-from service.report.build import JobFacts, TrialFacts, build_report, render_text
+from service.report.build import JobFacts, TrialFacts, build_report, final_attempts, render_text
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Artifact, Job, Trial
@@ -121,13 +121,8 @@ def _job_view(session: Session, job: Job) -> JobView:
     ).all()
     # Count planned trials by their latest attempt, so a retry never counts twice and the
     # progress bar only reaches the end when the retries have run.
-    latest: dict[tuple[str, int], Any] = {}
-    for row in rows:
-        key = (row.variant, row.order)
-        if key not in latest or row.attempt > latest[key].attempt:
-            latest[key] = row
     counts = TrialCounts(attempts=len(rows))
-    for row in latest.values():
+    for row in final_attempts(rows):
         setattr(counts, row.status, getattr(counts, row.status) + 1)
         if row.outcome:
             setattr(counts, row.outcome, getattr(counts, row.outcome) + 1)

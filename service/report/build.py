@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from service.report.metrics import pass_at_1, pass_at_k, pass_hat_k, summarize
 from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED, verdict
@@ -76,9 +76,21 @@ def scored(trial: TrialFacts) -> bool | None:
     return verdict(trial.status, trial.outcome, trial.error_kind)
 
 
-def final_attempts(trials: Iterable[TrialFacts]) -> list[TrialFacts]:
+class Attempt(Protocol):
+    @property
+    def variant(self) -> str: ...
+    @property
+    def order(self) -> int: ...
+    @property
+    def attempt(self) -> int: ...
+
+
+A = TypeVar("A", bound=Attempt)
+
+
+def final_attempts(trials: Iterable[A]) -> list[A]:
     """The last attempt of each planned trial; earlier attempts are kept but not scored."""
-    latest: dict[tuple[str, int], TrialFacts] = {}
+    latest: dict[tuple[str, int], A] = {}
     for trial in trials:
         key = (trial.variant, trial.order)
         if key not in latest or trial.attempt > latest[key].attempt:

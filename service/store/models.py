@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -76,6 +77,22 @@ class Trial(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     wall_s: Mapped[float | None] = mapped_column(Float)
+
+
+def queued_trial(
+    job_id: str, case_id: str, variant: str, round_: int, order: int, attempt: int = 1
+) -> Trial:
+    """A new trial row waiting for the scheduler: a planned trial or a retry of one."""
+    return Trial(
+        id=f"trial-{uuid.uuid4().hex[:16]}",
+        job_id=job_id,
+        case_id=case_id,
+        variant=variant,
+        round=round_,
+        order=order,
+        attempt=attempt,
+        status="queued",
+    )
 
 
 class Event(Base):
