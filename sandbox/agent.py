@@ -107,7 +107,7 @@ def run_agent(
             try:
                 last = model.complete(ModelRequest(system, tuple(messages), specs))
             except ProviderError as exc:
-                raise AgentFailure("provider_error", str(exc)) from None
+                raise AgentFailure(exc.kind, str(exc)) from None
             state.assistant_messages += 1
             state.usage = state.usage + last.usage
             state.model_returned = last.model or state.model_returned

@@ -60,6 +60,16 @@ class Channel:
             )
         )
 
+    @property
+    def reader(self) -> BinaryIO | None:
+        return self._reader
+
+    def receive_line(self) -> bytes:
+        """The next line from the control plane (b"" when the channel closed)."""
+        if self._reader is None:
+            return b""
+        return self._reader.readline(MAX_LINE_BYTES)
+
     def read_request(self) -> RunRequest | ListCasesRequest:
         if self._reader is None:
             raise EOFError("This channel has no reader.")

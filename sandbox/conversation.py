@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from sandbox.protocol import ToolCall, Usage
+from sandbox.protocol import ErrorKind, ToolCall, Usage
 
 
 @dataclass(frozen=True)
 class UserMessage:
     content: str
-    role: str = "user"
+    role: Literal["user"] = "user"
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class AssistantMessage:
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     stop_reason: str = "stop"
-    role: str = "assistant"
+    role: Literal["assistant"] = "assistant"
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class ToolResultMessage:
     name: str
     content: str
     is_error: bool = False
-    role: str = "tool"
+    role: Literal["tool"] = "tool"
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
@@ -73,4 +73,6 @@ class AssistantTurn:
 
 
 class ProviderError(Exception):
-    """The model provider failed to answer; the trial ends as `provider_error`."""
+    """The model provider failed to answer; the trial ends with this `kind`."""
+
+    kind: ErrorKind = "provider_error"

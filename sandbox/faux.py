@@ -66,7 +66,8 @@ def error(message: str) -> FauxReply:
     return FauxReply(error=message)
 
 
-def _chars(request: ModelRequest) -> int:
+def request_chars(request: ModelRequest) -> int:
+    """Characters a provider would read: the basis of the ceil(chars / 4) token estimate."""
     total = len(request.system)
     for tool in request.tools:
         total += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
@@ -110,7 +111,7 @@ class FauxModel:
             tool_calls=tool_calls,
             stop_reason=stop,
             usage=Usage(
-                input_tokens=math.ceil(_chars(request) / 4),
+                input_tokens=math.ceil(request_chars(request) / 4),
                 output_tokens=math.ceil(out_chars / 4),
                 requests=1,
             ),

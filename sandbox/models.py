@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from sandbox.conversation import AssistantTurn, ModelRequest, ProviderError
@@ -18,7 +19,13 @@ class Model(Protocol):
 
 
 def resolve_model(
-    ref: ModelRef, case: Case, *, seed: int, round_: int, variant: str
+    ref: ModelRef,
+    case: Case,
+    *,
+    seed: int,
+    round_: int,
+    variant: str,
+    relay: Callable[[str], Model] | None = None,
 ) -> tuple[Model, str]:
     """The model and a line for the transcript saying how it was chosen."""
     if ref.provider == "faux":
@@ -39,6 +46,8 @@ def resolve_model(
             variant=variant,
         )
         return model, f"coin draw {draw:.6f}: {'pass' if passed else 'fail'}"
-    raise ProviderError(
-        f"Unknown provider {ref.provider!r}; this sandbox knows faux and simulated."
-    )
+    if relay is None:
+        raise ProviderError(
+            f"Provider {ref.provider!r} needs the control plane's relay, which this run lacks."
+        )
+    return relay(str(ref)), f"relayed to {ref.provider} by the control plane"

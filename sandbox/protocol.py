@@ -132,15 +132,22 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
+    # All prompt tokens, cached or not (OpenAI's prompt_tokens), so input + output is the
+    # whole traffic; the cache counts below are the parts of input_tokens the provider
+    # read from or wrote to its prompt cache, priced at their own rates.
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.requests + other.requests,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

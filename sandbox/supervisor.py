@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from sandbox.channel import Channel
 from sandbox.protocol import ErrorKind, ResultMessage, TrialResult
@@ -63,23 +64,42 @@ def death_result(status: int, last_step: str | None) -> TrialResult:
     return TrialResult(outcome="error", error_kind=kind, error_message=message, failed_step=step)
 
 
+def _pump(source: BinaryIO, target_fd: int) -> None:
+    """Copy the control plane's lines (model replies) to the child until either side ends."""
+    try:
+        with os.fdopen(target_fd, "wb", buffering=0) as target:
+            for line in source:
+                target.write(line)
+    except OSError:
+        pass  # the child is gone; nothing is waiting for these lines any more
+
+
 def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
-    """Run `run_child` in a forked process and relay its messages; always end with one
-    result and the session artifact."""
+    """Run `run_child` in a forked process and relay its messages both ways; always end
+    with one result and the session artifact."""
     read_fd, write_fd = os.pipe()
+    child_in, parent_out = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: becomes the sandboxed worker
         code = 0
         try:
             os.close(read_fd)
+            os.close(parent_out)
             channel.detach()
-            run_child(Channel(write_fd, None))
+            run_child(Channel(write_fd, os.fdopen(child_in, "rb")))
         except BaseException:
             traceback.print_exc()
             code = 70
         finally:
             os._exit(code)
     os.close(write_fd)
+    os.close(child_in)
+    if channel.reader is not None:
+        threading.Thread(
+            target=_pump, args=(channel.reader, parent_out), name="examhall-pump", daemon=True
+        ).start()
+    else:
+        os.close(parent_out)
     events: list[Any] = []
     last_step: str | None = None
     reported = False

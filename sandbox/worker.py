@@ -36,6 +36,7 @@ from sandbox.protocol import (
     StepMessage,
     TrialResult,
 )
+from sandbox.relay import RelayModel
 from sandbox.suite import AgentRun, Case, cases_of, find_case
 from sandbox.supervisor import supervise
 from sandbox.tools import DEFAULT_TOOLS, select_tools
@@ -210,7 +211,12 @@ class Worker:
         self.channel.send(StepMessage(step="run_agent"))
         try:
             model, how = resolve_model(
-                spec.model, case, seed=spec.seed, round_=spec.round, variant=spec.variant
+                spec.model,
+                case,
+                seed=spec.seed,
+                round_=spec.round,
+                variant=spec.variant,
+                relay=lambda name: RelayModel(name, self.channel.send, self.channel.receive_line),
             )
             self.emit(LifecycleEvent(step="model", detail=f"{spec.model}: {how}"))
             names = spec.tools if spec.tools is not None else (case.tools or DEFAULT_TOOLS)
@@ -244,7 +250,7 @@ class Worker:
             )
             failure: tuple[ErrorKind, str] | None = None
         except ProviderError as exc:
-            failure = ("provider_error", str(exc))
+            failure = (exc.kind, str(exc))
         except AgentFailure as exc:
             failure = (exc.kind, exc.message)
         except StepFailed as exc:

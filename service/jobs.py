@@ -18,7 +18,8 @@ from sandbox.conversation import ProviderError
 from sandbox.protocol import CaseInfo, SuiteBundle
 from sandbox.simulated import parse_coin
 from service import __version__
-from service.api.schemas import Harness, JobRequest
+from service.api.schemas import Harness, JobRequest, ModelSpec
+from service.providers import ProviderRegistry, default_model
 from service.store.models import Job, Suite, queued_trial
 from service.suites import SuiteError, load_suite, shipped_dir, shipped_suites
 
@@ -89,6 +90,14 @@ def load_docs(name: str) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted((docs_sets_dir() / name).glob("*.md"))}
 
 
+def _box_default() -> ModelSpec | None:
+    try:
+        default = default_model()
+    except ValueError as exc:
+        raise JobInputError(("body", "model"), str(exc)) from None
+    return ModelSpec(provider=default[0], id=default[1]) if default else None
+
+
 def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
     variants = request.variants
     baseline = request.baseline
@@ -126,10 +135,12 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
         docs = load_docs(request.docs) if isinstance(request.docs, str) else request.docs.files
     resolved: dict[str, dict[str, Any]] = {}
     for name, harness in variants.items():
-        model = harness.model or request.model
+        model = harness.model or request.model or _box_default()
         if model is None:
             raise JobInputError(
-                ("body", "model"), "model is required unless every variant names its own model."
+                ("body", "model"),
+                "model is required unless every variant names its own model or the box sets "
+                "EXAMHALL_DEFAULT_PROVIDER and EXAMHALL_DEFAULT_MODEL.",
             )
         if harness.docs and docs is None:
             raise JobInputError(
@@ -173,16 +184,30 @@ def select_cases(request: JobRequest, known: list[str], suite: str) -> list[str]
     return list(request.cases)
 
 
-def check_models(request: JobRequest, design: Design, infos: Sequence[CaseInfo]) -> None:
-    """Refuse a model id that could only fail every trial: better a 422 now than a
-    confident 0% later."""
+def check_models(
+    request: JobRequest,
+    design: Design,
+    infos: Sequence[CaseInfo],
+    registry: ProviderRegistry,
+) -> None:
+    """Refuse a model that could only fail every trial: better a 422 now than a confident
+    0% later. Unknown providers and providers without a key are refused here too."""
     scripts = {info.id: set(info.scripts) for info in infos}
     for name, harness in design.variants.items():
         own = request.variants is not None and request.variants[name].model is not None
-        loc: tuple[str | int, ...] = (
-            ("body", "variants", name, "model", "id") if own else ("body", "model", "id")
+        base: tuple[str | int, ...] = (
+            ("body", "variants", name, "model") if own else ("body", "model")
         )
+        loc = (*base, "id")
         provider, model_id = harness["model"]["provider"], harness["model"]["id"]
+        if provider not in registry.names():
+            raise JobInputError(
+                (*base, "provider"),
+                f"unknown provider {provider!r}; known: {', '.join(registry.names())}",
+            )
+        entry = registry.get(provider)
+        if entry is not None and (problem := entry.key_problem()):
+            raise JobInputError((*base, "provider"), problem)
         if provider == "simulated":
             try:
                 parse_coin(model_id)

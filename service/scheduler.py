@@ -18,12 +18,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from typing import Any
 
+import httpx
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import Event, Limits, ModelRef, RunSpec, SuiteBundle
 from service.backends.docker import DockerBackend
+from service.gateway import Budget, TrialGateway
+from service.providers import ProviderRegistry
 from service.store.models import Artifact, Job, Suite, Trial, queued_trial
 from service.store.models import Event as EventRow
 from service.trials import TrialRecord, run_trial
@@ -88,12 +92,16 @@ class Scheduler:
         self,
         sessions: sessionmaker[Session],
         backend: DockerBackend,
+        providers: ProviderRegistry | None = None,
         *,
         max_containers: int | None = None,
         poll_s: float = 0.2,
     ) -> None:
         self.sessions = sessions
         self.backend = backend
+        self.providers = providers or ProviderRegistry()
+        # One client for every gateway: connection pools are shared across trials.
+        self.http = httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0))
         self.max_containers = max_containers or default_max_containers()
         self.poll_s = poll_s
         self.owner = backend.settings.owner
@@ -122,6 +130,7 @@ class Scheduler:
             self._thread.join(timeout)
         self.backend.stop_all()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.http.close()
 
     def wake(self) -> None:
         self._wake.set()
@@ -240,14 +249,37 @@ class Scheduler:
             job = session.get(Job, trial.job_id)
             assert job is not None
             spec = self._spec(session, trial, job)
-            deadline = float(job.spec["variants"][trial.variant]["limits"]["timeout_s"])
+            limits = job.spec["variants"][trial.variant]["limits"]
         sink = EventSink(self.sessions, trial_id)
-        record = run_trial(self.backend, spec, job_id=job.id, deadline_s=deadline, on_event=sink)
+        gateway = self._gateway(spec, limits, sink)
+        record = run_trial(
+            self.backend,
+            spec,
+            job_id=job.id,
+            deadline_s=float(limits["timeout_s"]),
+            on_event=sink,
+            on_model_call=gateway,
+        )
+        if gateway is not None:
+            record.cost_usd = gateway.spent.cost_usd
         sink.flush()
         if self._stop.is_set():
             self._requeue([trial_id])  # cut short by our own shutdown: not the trial's fault
             return
         self._store(trial_id, record)
+
+    def _gateway(
+        self, spec: RunSpec, limits: dict[str, Any], sink: EventSink
+    ) -> TrialGateway | None:
+        entry = self.providers.get(spec.model.provider)
+        if entry is None:
+            return None  # faux and simulated answer inside the sandbox
+        budget = Budget(
+            max_tokens=limits.get("max_tokens"),
+            max_cost_usd=limits.get("max_cost_usd"),
+            max_requests=limits.get("max_requests"),
+        )
+        return TrialGateway(entry, spec.model.id, budget=budget, http=self.http, on_event=sink)
 
     def _store(self, trial_id: str, record: TrialRecord) -> None:
         result = record.result
@@ -263,7 +295,7 @@ class Scheduler:
             trial.model_requested = result.model_requested
             trial.model_returned = result.model_returned
             trial.tool_calls = result.tool_calls
-            trial.usage = dataclasses.asdict(result.usage)
+            trial.usage = {**dataclasses.asdict(result.usage), "cost_usd": record.cost_usd}
             trial.judges = [dataclasses.asdict(j) for j in result.judges]
             trial.timings = result.timings
             trial.final_text = result.final_text

@@ -21,6 +21,7 @@ from sandbox.protocol import (
     WorkerMessage,
     encode,
 )
+from sandbox.relay import ModelCallMessage, ModelReplyMessage
 from service.backends.docker import ContainerRun, DockerBackend
 
 
@@ -33,6 +34,8 @@ class TrialRecord:
     steps: list[str] = field(default_factory=list)
     container: ContainerRun | None = None
     wall_s: float = 0.0
+    # Set by the gateway for relayed models with a price; None is unknown, never zero.
+    cost_usd: float | None = None
 
 
 class _Collector:
@@ -104,6 +107,7 @@ def run_trial(
     job_id: str,
     deadline_s: float,
     on_event: Callable[[Event], None] | None = None,
+    on_model_call: Callable[[ModelCallMessage], ModelReplyMessage] | None = None,
 ) -> TrialRecord:
     started = time.monotonic()
     collector = _Collector(on_event)
@@ -113,6 +117,7 @@ def run_trial(
         request=encode(RunRequest(spec=spec)),
         deadline_s=deadline_s,
         on_message=collector,
+        on_model_call=on_model_call,
     )
     result = settle(run, collector.result, deadline_s)
     timings = {**result.timings, **{f"container_{k}": v for k, v in run.timings.items()}}

@@ -14,10 +14,18 @@ from sandbox.protocol import (
     StepMessage,
     WorkerMessage,
 )
+from sandbox.relay import ModelCallMessage
 
-_MESSAGE: TypeAdapter[WorkerMessage] = TypeAdapter(
+Incoming = WorkerMessage | ModelCallMessage
+
+_MESSAGE: TypeAdapter[Incoming] = TypeAdapter(
     Annotated[
-        StepMessage | EventMessage | ArtifactMessage | ResultMessage | CasesMessage,
+        StepMessage
+        | EventMessage
+        | ArtifactMessage
+        | ResultMessage
+        | CasesMessage
+        | ModelCallMessage,
         Field(discriminator="type"),
     ]
 )
@@ -27,7 +35,7 @@ class ChannelError(ValueError):
     """A line from the worker that is not a protocol message."""
 
 
-def parse_worker_line(line: bytes) -> WorkerMessage:
+def parse_worker_line(line: bytes) -> Incoming:
     try:
         return _MESSAGE.validate_json(line)
     except ValidationError as exc:

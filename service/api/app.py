@@ -37,6 +37,7 @@ from service.jobs import (
     resolve_suite,
     select_cases,
 )
+from service.providers import ProviderRegistry
 from service.report.build import JobFacts, TrialFacts, build_report, final_attempts, render_text
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
@@ -54,6 +55,7 @@ class Context:
     scheduler: Scheduler
     image: str
     image_digest: str | None
+    providers: ProviderRegistry
 
 
 def _progress(line: str) -> None:
@@ -77,6 +79,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        providers = ProviderRegistry.load()
         engine = make_engine(database_url)
         migrate(engine)
         client = docker.from_env()
@@ -85,9 +88,11 @@ def create_app(
             make_backend(image) if make_backend else DockerBackend(DockerSettings(image), client)
         )
         sessions = session_factory(engine)
-        scheduler = Scheduler(sessions, backend, max_containers=max_containers)
+        scheduler = Scheduler(sessions, backend, providers, max_containers=max_containers)
         scheduler.start()
-        app.state.ctx = Context(sessions, backend, scheduler, image, _image_digest(client, image))
+        app.state.ctx = Context(
+            sessions, backend, scheduler, image, _image_digest(client, image), providers
+        )
         try:
             yield
         finally:
@@ -200,6 +205,7 @@ def job_report(session: Session, job: Job) -> dict[str, Any]:
                 latency_s=(t.timings or {}).get("run_agent"),
                 system_prompt_sha256=t.system_prompt_sha256,
                 limits_hit=tuple(t.limits_hit or ()),
+                cost_usd=(t.usage or {}).get("cost_usd"),
             )
             for t in trials
         ],
@@ -235,7 +241,7 @@ def _routes(app: FastAPI) -> None:
             raise JobInputError(("body", "suite"), str(exc)) from None
         cases = select_cases(body, [info.id for info in infos], bundle.name)
         design = resolve_design(body, cases)
-        check_models(body, design, infos)
+        check_models(body, design, infos, c.providers)
         with c.sessions.begin() as session:
             job = create_job(
                 session, body, bundle, design, image=c.image, image_digest=c.image_digest

@@ -12,8 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field
 from sandbox.protocol import ErrorKind
 from sandbox.tools import TOOLS
 
-KNOWN_PROVIDERS = ("faux", "simulated")
-
 
 class UploadedSuite(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -23,15 +21,10 @@ class UploadedSuite(BaseModel):
 
 class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    provider: str = Field(min_length=1, description="faux or simulated")
-    id: str = Field(min_length=1, description="e.g. solution (faux) or coin?p=0.85 (simulated)")
-
-    @field_validator("provider")
-    @classmethod
-    def known_provider(cls, value: str) -> str:
-        if value not in KNOWN_PROVIDERS:
-            raise ValueError(f"unknown provider {value!r}; known: {', '.join(KNOWN_PROVIDERS)}")
-        return value
+    provider: str = Field(
+        min_length=1, description="faux, simulated, or a provider of the box's providers file"
+    )
+    id: str = Field(min_length=1, description="e.g. solution (faux), coin?p=0.85, gpt-4o")
 
 
 MAX_TIMEOUT_S = 24 * 3600.0
@@ -43,6 +36,15 @@ class JobLimits(BaseModel):
         default=600.0, description=f"wall-clock deadline per trial, seconds (<= {MAX_TIMEOUT_S:g})"
     )
     max_turns: StrictInt = Field(default=50, ge=1, le=10_000)
+    max_tokens: StrictInt | None = Field(
+        default=None, ge=1, description="per-trial budget of input + output tokens (relay)"
+    )
+    max_cost_usd: StrictFloat | None = Field(
+        default=None, gt=0, le=1e6, description="per-trial budget in dollars (priced models)"
+    )
+    max_requests: StrictInt | None = Field(
+        default=None, ge=1, description="per-trial budget of model requests (relay)"
+    )
 
     @field_validator("timeout_s")
     @classmethod

@@ -24,7 +24,8 @@ import docker
 import docker.errors
 from docker.types import LogConfig
 
-from sandbox.protocol import BUNDLE_DIR, WORKSPACE_DIR, WorkerMessage
+from sandbox.protocol import BUNDLE_DIR, WORKSPACE_DIR, WorkerMessage, encode
+from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from service.wire import ChannelError, parse_worker_line
 
 LABEL_TRIAL = "examhall.trial"
@@ -163,6 +164,7 @@ class DockerBackend:
         request: bytes,
         deadline_s: float,
         on_message: Callable[[WorkerMessage], None],
+        on_model_call: Callable[[ModelCallMessage], ModelReplyMessage] | None = None,
     ) -> ContainerRun:
         """Run one worker to the end (or the deadline). Never raises for container faults;
         they come back as `infra_error`, `channel_error` or the exit state."""
@@ -187,7 +189,7 @@ class DockerBackend:
                 return run
             run.started_at = time.monotonic()
             run.timings["start"] = run.started_at - t0 - run.timings["create"]
-            self._converse(container, sock, request, deadline_s, on_message, run)
+            self._converse(container, sock, request, deadline_s, on_message, on_model_call, run)
             return run
         finally:
             t1 = time.monotonic()
@@ -205,6 +207,7 @@ class DockerBackend:
         request: bytes,
         deadline_s: float,
         on_message: Callable[[WorkerMessage], None],
+        on_model_call: Callable[[ModelCallMessage], ModelReplyMessage] | None,
         run: ContainerRun,
     ) -> None:
         raw: socket.socket = sock._sock
@@ -212,9 +215,26 @@ class DockerBackend:
 
         def on_line(line: bytes) -> None:
             try:
-                on_message(parse_worker_line(line))
+                message = parse_worker_line(line)
             except ChannelError as exc:
                 errors.append(str(exc))
+                return
+            if isinstance(message, ModelCallMessage):
+                # Answered on this thread: the worker waits for the reply anyway.
+                reply = (
+                    on_model_call(message)
+                    if on_model_call is not None
+                    else ModelReplyMessage(
+                        id=message.id,
+                        error=ReplyError("provider_error", "This run has no model gateway."),
+                    )
+                )
+                try:
+                    raw.sendall(encode(reply))
+                except OSError as exc:
+                    errors.append(f"Could not send a model reply: {exc}")
+                return
+            on_message(message)
 
         demux = _Demux(on_line)
 

@@ -53,6 +53,7 @@ class TrialFacts:
     latency_s: float | None = None
     system_prompt_sha256: str | None = None
     limits_hit: tuple[str, ...] = ()
+    cost_usd: float | None = None
 
     def arm(self) -> ArmTrial:
         return ArmTrial(
@@ -67,8 +68,7 @@ class TrialFacts:
             output_tokens=self.output_tokens,
             tool_calls=self.tool_calls,
             latency_s=self.latency_s,
-            # No provider has a price yet: cost is unavailable, never zero.
-            cost_usd=None,
+            cost_usd=self.cost_usd,
         )
 
 

@@ -1,0 +1,104 @@
+"""The relay: the worker's model client sends each request over the channel, and the
+control plane's gateway adds the key, calls the provider, and sends the answer back.
+
+Keys never enter the container, so it keeps `--network none`, and the gateway's usage
+records are authoritative (the agent cannot under-report what it spent).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sandbox.conversation import (
+    AssistantTurn,
+    ModelRequest,
+    ProviderError,
+)
+from sandbox.protocol import PROTOCOL_VERSION, ErrorKind, ToolCall, Usage
+
+ReplyErrorKind = Literal["provider_error", "limit_exceeded"]
+
+
+@dataclass(frozen=True)
+class ModelCallMessage:
+    """worker -> control plane: one model request, for the trial's own model."""
+
+    id: str
+    request: ModelRequest
+    type: Literal["model_call"] = "model_call"
+
+
+@dataclass(frozen=True)
+class ReplyError:
+    kind: ReplyErrorKind
+    message: str
+
+
+@dataclass(frozen=True)
+class ModelReplyMessage:
+    """control plane -> worker: the model's answer, or why there is none."""
+
+    id: str
+    turn: AssistantTurn | None = None
+    error: ReplyError | None = None
+    type: Literal["model_reply"] = "model_reply"
+    protocol: int = PROTOCOL_VERSION
+
+
+class BudgetExceeded(ProviderError):
+    """The gateway refused to send a request that would pass the trial's budget."""
+
+    kind: ErrorKind = "limit_exceeded"
+
+
+def decode_reply(line: bytes) -> ModelReplyMessage:
+    """The worker's side: the control plane is trusted, the shape is still checked."""
+    data = json.loads(line)
+    if data.get("type") != "model_reply":
+        raise ValueError(f"Expected a model_reply, got {data.get('type')!r}.")
+    turn = data.get("turn")
+    error = data.get("error")
+    return ModelReplyMessage(
+        id=str(data["id"]),
+        turn=AssistantTurn(
+            text=str(turn["text"]),
+            tool_calls=tuple(ToolCall(**c) for c in turn.get("tool_calls", ())),
+            stop_reason=str(turn["stop_reason"]),
+            usage=Usage(**turn.get("usage", {})),
+            model=str(turn.get("model", "")),
+        )
+        if turn is not None
+        else None,
+        error=ReplyError(kind=error["kind"], message=str(error["message"])) if error else None,
+    )
+
+
+class RelayModel:
+    """A model reached through the control plane's gateway."""
+
+    def __init__(self, name: str, send: Any, receive: Any) -> None:
+        self.name = name
+        self._send = send
+        self._receive = receive
+        self._ids = itertools.count(1)
+
+    def complete(self, request: ModelRequest) -> AssistantTurn:
+        call_id = f"call-{next(self._ids)}"
+        self._send(ModelCallMessage(id=call_id, request=request))
+        while True:
+            line = self._receive()
+            if not line:
+                raise ProviderError("The control plane closed the channel during a model call.")
+            reply = decode_reply(line)
+            if reply.id == call_id:
+                break
+        if reply.error is not None:
+            if reply.error.kind == "limit_exceeded":
+                raise BudgetExceeded(reply.error.message)
+            raise ProviderError(reply.error.message)
+        if reply.turn is None:
+            raise ProviderError("The gateway answered with neither a turn nor an error.")
+        return reply.turn

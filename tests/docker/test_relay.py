@@ -1,0 +1,231 @@
+"""Real models through the relay: the worker's requests cross the channel, the gateway adds
+the key and calls a provider on loopback; the key never enters the container."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evals import probes
+from tests.docker.conftest import Server
+from tests.provider_server import Answer, Received, openai_answer, openai_error, provider_server
+
+pytestmark = pytest.mark.docker
+
+KEY_ENV = "EXAMHALL_TEST_PROVIDER_KEY"
+
+
+def _has_tool_result(request: Received) -> bool:
+    return any(m.get("role") == "tool" for m in request.body["messages"])
+
+
+def solve_greeting(request: Received) -> Answer:
+    """A model that writes hello.txt, then says it is done."""
+    if _has_tool_result(request):
+        return openai_answer(text="I wrote hello.txt.")
+    return openai_answer(tool=("write", {"path": "hello.txt", "content": "Hello, exam hall!"}))
+
+
+@pytest.fixture
+def canary(monkeypatch: pytest.MonkeyPatch) -> str:
+    value = f"exh-canary-{uuid.uuid4().hex}"
+    monkeypatch.setenv(KEY_ENV, value)
+    return value
+
+
+@pytest.fixture
+def relay_server(
+    start_server: Callable[..., Server],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    canary: str,
+) -> Iterator[Callable[[Callable[[Received], Answer]], tuple[Server, Any]]]:
+    """A control plane whose providers file names a loopback provider `fakeai`."""
+    with_servers: list[Any] = []
+
+    def start(respond: Callable[[Received], Answer], price: bool = False) -> tuple[Server, Any]:
+        context = provider_server(respond)
+        fake = context.__enter__()
+        with_servers.append(context)
+        prices = (
+            '[providers.fakeai.prices."gpt-test"]\ninput = 2.0\noutput = 8.0\n' if price else ""
+        )
+        providers = tmp_path / "providers.toml"
+        providers.write_text(
+            f'[providers.fakeai]\nkind = "openai"\nbase_url = "{fake.url}/v1"\n'
+            f'key_env = "{KEY_ENV}"\n{prices}'
+        )
+        monkeypatch.setenv("EXAMHALL_PROVIDERS", str(providers))
+        return start_server(), fake
+
+    yield start
+    for context in with_servers:
+        context.__exit__(None, None, None)
+
+
+MODEL = {"provider": "fakeai", "id": "gpt-test"}
+GREETING = {"suite": "smoke", "cases": ["create-greeting"], "model": MODEL}
+
+
+def _everything(server: Server, job_id: str) -> str:
+    """Every byte the service will show about a job: trials, events, artifacts, report."""
+    parts = [json.dumps(server.http.get(f"/v1/jobs/{job_id}").json())]
+    trials = server.http.get(f"/v1/jobs/{job_id}/trials").json()
+    parts.append(json.dumps(trials))
+    for trial in trials:
+        parts.append(server.http.get(f"/v1/trials/{trial['id']}/events").text)
+        for name in trial["artifacts"]:
+            parts.append(server.http.get(f"/v1/trials/{trial['id']}/artifacts/{name}").text)
+    parts.append(server.http.get(f"/v1/jobs/{job_id}/report", params={"format": "text"}).text)
+    parts.append(server.http.get(f"/v1/jobs/{job_id}/report").text)
+    return "\n".join(parts)
+
+
+def test_relayed_model_solves_a_case_and_the_key_stays_outside(
+    relay_server: Any, canary: str
+) -> None:
+    server, fake = relay_server(solve_greeting, price=True)
+    created = server.submit(**GREETING)
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["outcome"] == "passed", trial
+    # The provider saw our key and the OpenAI wire format; the model it named is recorded.
+    assert [r.headers.get("Authorization") for r in fake.received] == [f"Bearer {canary}"] * 2
+    assert fake.received[0].body["model"] == "gpt-test"
+    assert trial["model_requested"] == "fakeai/gpt-test"
+    assert trial["model_returned"] == "gpt-test-2026-01-01"
+    assert (trial["usage"]["input_tokens"], trial["usage"]["output_tokens"]) == (200, 40)
+    # Priced: 200 in at $2/M and 40 out at $8/M.
+    assert trial["usage"]["cost_usd"] == pytest.approx(200 * 2e-6 + 40 * 8e-6)
+    events = server.http.get(f"/v1/trials/{trial['id']}/events").json()
+    generations = [e for e in events if e["payload"].get("step") == "generation"]
+    assert len(generations) == 2
+    assert canary not in _everything(server, created["id"])
+
+
+def test_canary_key_cannot_be_found_from_inside(relay_server: Any, canary: str) -> None:
+    """The agent's own model (through the relay) runs the canary search from evals/probes."""
+    program = probes.PRELUDE + probes.CANARY + probes.EPILOGUE
+
+    def attack(request: Received) -> Answer:
+        if _has_tool_result(request):
+            return openai_answer(text="Searched.")
+        return openai_answer(tool=("bash", {"command": f"python3 - <<'P'\n{program}\nP"}))
+
+    server, _ = relay_server(attack)
+    suite = probes_suite_with_relay_case()
+    created = server.submit(suite=suite, model=MODEL, cases=["canary-relay"])
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    events = server.http.get(f"/v1/trials/{trial['id']}/events").json()
+    output = next(e["payload"]["content"] for e in events if e["type"] == "tool_result")
+    result = json.loads(output.split(probes.MARKER, 1)[1].splitlines()[0])
+    assert result["find_canary"] == {"ok": False, "errno": "ENOENT"}
+    assert int(result["files_scanned"]["value"]) > 100
+    assert result["worker_mem"]["ok"] is False
+    assert canary not in _everything(server, created["id"])
+
+
+def probes_suite_with_relay_case() -> dict[str, str]:
+    source = Path(probes.__file__).read_text()
+    source += (
+        "\nCASES.append(Case(id='canary-relay', input='Find the key.', tools=('bash',),"
+        " judges=[expect('canary', {'find_canary': ('ENOENT',)})]))\n"
+    )
+    return {"name": "probes", "source": source}
+
+
+def test_token_budget_stops_before_sending(relay_server: Any) -> None:
+    # The first answer reports 5000 + 20 tokens; with a budget of 5500, the second request
+    # (about a thousand tokens of prompt) would pass it, so it is never sent.
+    def expensive(request: Received) -> Answer:
+        return openai_answer(tool=("write", {"path": "a.txt", "content": "x"}), prompt_tokens=5000)
+
+    server, fake = relay_server(expensive)
+    created = server.submit(**GREETING, limits={"max_tokens": 5500})
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["error_kind"] == "limit_exceeded"
+    assert "budget of 5500 tokens (5020 used)" in trial["error_message"]
+    assert len(fake.received) == 1, "a request past the budget reached the provider"
+
+
+def test_request_budget(relay_server: Any) -> None:
+    server, fake = relay_server(solve_greeting)
+    created = server.submit(**GREETING, limits={"max_requests": 1})
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["error_kind"] == "limit_exceeded" and len(fake.received) == 1
+
+
+def test_429_is_retried_then_succeeds(relay_server: Any) -> None:
+    seen: list[int] = []
+
+    def flaky(request: Received) -> Answer:
+        seen.append(1)
+        if len(seen) == 1:
+            return openai_error(429, "Rate limit reached", {"Retry-After": "0"})
+        return solve_greeting(request)
+
+    server, fake = relay_server(flaky)
+    created = server.submit(**GREETING)
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["outcome"] == "passed"
+    assert len(fake.received) == 3  # the 429, its retry, and the second turn
+
+
+def test_persistent_500_gives_up_as_provider_error(relay_server: Any) -> None:
+    server, fake = relay_server(lambda _request: openai_error(500, "The server had an error"))
+    created = server.submit(**GREETING)
+    server.wait(created["id"], timeout=120)
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["error_kind"] == "provider_error"
+    assert "The server had an error" in trial["error_message"]
+    assert "gave up after 4 attempts" in trial["error_message"]
+    assert len(fake.received) == 4
+
+
+def test_401_is_not_retried(relay_server: Any) -> None:
+    server, fake = relay_server(lambda _request: openai_error(401, "Incorrect API key provided"))
+    created = server.submit(**GREETING)
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["error_kind"] == "provider_error"
+    assert "Incorrect API key provided" in trial["error_message"]
+    assert len(fake.received) == 1
+
+
+def test_provider_without_key_or_unknown_is_422(
+    relay_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, _ = relay_server(solve_greeting)
+    monkeypatch.delenv(KEY_ENV)
+    response = server.http.post("/v1/jobs", json=GREETING)
+    assert response.status_code == 422
+    (detail,) = response.json()["detail"]
+    assert detail["loc"] == ["body", "model", "provider"]
+    assert f"set the environment variable {KEY_ENV}" in detail["msg"]
+    unknown = server.http.post("/v1/jobs", json={**GREETING, "model": {"provider": "x", "id": "y"}})
+    assert unknown.status_code == 422 and "fakeai" in unknown.json()["detail"][0]["msg"]
+
+
+def test_box_default_model_needs_both_halves(
+    relay_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, _ = relay_server(solve_greeting)
+    body = {"suite": "smoke", "cases": ["create-greeting"]}
+    monkeypatch.setenv("EXAMHALL_DEFAULT_PROVIDER", "fakeai")
+    half = server.http.post("/v1/jobs", json=body)
+    assert half.status_code == 422
+    assert "Set both EXAMHALL_DEFAULT_PROVIDER and EXAMHALL_DEFAULT_MODEL" in half.text
+    monkeypatch.setenv("EXAMHALL_DEFAULT_MODEL", "gpt-test")
+    created = server.submit(**body)
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert (trial["model_requested"], trial["outcome"]) == ("fakeai/gpt-test", "passed")
