@@ -166,6 +166,16 @@ def _get_trial(session: Session, trial_id: str) -> Trial:
     return trial
 
 
+def _model_text(spec: dict[str, Any]) -> str:
+    """The job's model, or each arm's when the variants name their own."""
+    arms = {
+        name: f"{h['model']['provider']}/{h['model']['id']}" for name, h in spec["variants"].items()
+    }
+    if len(set(arms.values())) == 1:
+        return next(iter(arms.values()))
+    return ", ".join(f"{name}: {model}" for name, model in arms.items())
+
+
 def job_report(session: Session, job: Job) -> dict[str, Any]:
     trials = session.scalars(select(Trial).where(Trial.job_id == job.id)).all()
     facts = JobFacts(
@@ -176,7 +186,7 @@ def job_report(session: Session, job: Job) -> dict[str, Any]:
         rounds=job.rounds,
         seed=job.seed,
         planned=job.planned,
-        model=f"{job.spec['model']['provider']}/{job.spec['model']['id']}",
+        model=_model_text(job.spec),
         image=job.image,
         image_digest=job.image_digest,
         service_version=job.service_version,

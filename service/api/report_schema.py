@@ -71,12 +71,14 @@ class Headline(_Strict):
     lift_pp: float
     lift_ci95_pp: list[float] | None
     lift_ci95_reason: str | None
+    lift_ci95_method: str | None
     seed: int
     resamples: int
     wins: int
     ties: int
     losses: int
     mcnemar_midp: float
+    mcnemar_note: str | None
     mde_pp: float | None
     mde_reason: str | None
     k: int

@@ -179,8 +179,10 @@ def build_report(
                 candidate=candidate,
                 cases=case_order,
                 rounds=job.rounds,
-                k=job.rounds,
+                # pass^1 is pass@1; with one round, say that stability is unknown instead.
+                k=max(2, job.rounds),
                 seed=job.seed,
+                attempts=[t.arm() for t in trials],
             ),
             "system_prompt_sha256": _prompt_hashes(finals, job.baseline, candidate),
         }
@@ -254,6 +256,37 @@ def _metric_text(metric: dict[str, Any]) -> str:
     return text
 
 
+def _variant_lines(variant: dict[str, Any], k: int, unpaired: bool) -> list[str]:
+    out = variant["outcomes"]
+    kinds = ", ".join(f"{n} {kind}" for kind, n in out["error_kinds"].items())
+    title = f"variant {variant['name']}: {variant['scored_trials']} scored trials"
+    if unpaired:
+        title += " (this arm alone, unpaired: not a comparison)"
+    lines = [title, f"  pass@1   {_metric_text(variant['pass_at_1'])}"]
+    if k > 1:  # with k = 1 both would repeat pass@1
+        lines += [
+            f"  pass^{k:<3} {_metric_text(variant['pass_hat_k'])}",
+            f"  pass@{k:<3} {_metric_text(variant['pass_at_k'])}",
+        ]
+    lines.append(
+        f"  outcomes passed {out['passed']}, failed {out['failed']}, error {out['error']}"
+        + (f" ({kinds})" if kinds else "")
+        + (f", retried attempts {out['retried_attempts']}" if out["retried_attempts"] else "")
+    )
+    if out["limits_hit"]:
+        hits = ", ".join(f"{limit} {n}" for limit, n in out["limits_hit"].items())
+        lines.append(f"  limits hit {hits}")
+    lines += ["", f"  {'case':<28} {'n':>3} {'pass':>4}  pass@1" + (f"  pass^{k}" if k > 1 else "")]
+    for row in variant["cases"]:
+        one = "  n/a" if row["pass_at_1"] is None else f"{100 * row['pass_at_1']:5.0f}%"
+        line = f"  {row['case']:<28} {row['n']:>3} {row['passes']:>4}  {one}"
+        if k > 1:
+            hat = "  n/a" if row["pass_hat_k"] is None else f"{100 * row['pass_hat_k']:5.0f}%"
+            line += f"  {hat}"
+        lines.append(line)
+    return [*lines, ""]
+
+
 def render_text(report: dict[str, Any]) -> str:
     record = report["record"]
     k = report["k"]
@@ -261,33 +294,23 @@ def render_text(report: dict[str, Any]) -> str:
         f"examhall report {report['job']} ({report['status']})",
         f"suite {record['suite']} ({record['suite_sha256'][:12]}), "
         f"model {record['model_requested']}, k={k}, seed {record['seed']}",
-        "",
     ]
+    if record["docs"] or record["docs_sha256"]:
+        lines.append(f"docs {record['docs'] or 'uploaded'} ({(record['docs_sha256'] or '')[:12]})")
+    lines.append("")
+    withheld = any(c["headline"] is None for c in report["comparisons"])
     for variant in report["variants"]:
-        out = variant["outcomes"]
-        lines += [
-            f"variant {variant['name']}: {variant['scored_trials']} scored trials",
-            f"  pass@1   {_metric_text(variant['pass_at_1'])}",
-            f"  pass^{k:<3} {_metric_text(variant['pass_hat_k'])}",
-            f"  pass@{k:<3} {_metric_text(variant['pass_at_k'])}",
-            f"  outcomes passed {out['passed']}, failed {out['failed']}, error {out['error']}"
-            + (
-                f" ({', '.join(f'{n} {c}' for c, n in out['error_kinds'].items())})"
-                if out["error_kinds"]
-                else ""
-            )
-            + (f", retried attempts {out['retried_attempts']}" if out["retried_attempts"] else ""),
-            "",
-            f"  {'case':<28} {'n':>3} {'pass':>4}  pass@1  pass^{k}",
-        ]
-        for row in variant["cases"]:
-            hat = "  n/a" if row["pass_hat_k"] is None else f"{100 * row['pass_hat_k']:5.0f}%"
-            one = "  n/a" if row["pass_at_1"] is None else f"{100 * row['pass_at_1']:5.0f}%"
-            lines.append(f"  {row['case']:<28} {row['n']:>3} {row['passes']:>4}  {one}  {hat}")
-        lines.append("")
-    for comparison in report.get("comparisons", []):
-        lines.append(f"{comparison['candidate']} vs {comparison['baseline']}")
+        lines += _variant_lines(variant, k, unpaired=withheld)
+    for comparison in report["comparisons"]:
         lines += [f"  {line}" for line in render_comparison_text(comparison)]
+        prompts = comparison["system_prompt_sha256"]
+        lines.append(
+            "  System prompts "
+            + "; ".join(
+                f"{arm} {', '.join(h[:12] for h in hashes) or 'none'}"
+                for arm, hashes in prompts.items()
+            )
+        )
         lines.append("")
     lines += [f"note: {note}" for note in report["notes"]]
     lines.append(

@@ -23,6 +23,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 
 CaseOutcomes = Mapping[str, Sequence[bool]]
@@ -159,8 +160,10 @@ def bootstrap_ci(
     *,
     seed: int,
     resamples: int = DEFAULT_RESAMPLES,
+    level: float = 0.95,
 ) -> tuple[float, float] | None:
-    """Percentile 95% interval of `statistic`, resampling whole cases with replacement.
+    """Percentile interval (95% unless `level` says otherwise) of `statistic`, resampling
+    whole cases with replacement.
 
     Cases, not trials, are resampled: trials of one case are not independent, and resampling
     them would give intervals that are too narrow. `random.Random(seed)` makes the interval
@@ -191,7 +194,34 @@ def bootstrap_ci(
             )
         values.append(value)
     values.sort()
-    return _quantile(values, 0.025), _quantile(values, 0.975)
+    tail = (1.0 - level) / 2
+    return _quantile(values, tail), _quantile(values, 1.0 - tail)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile by the Cornish-Fisher expansion (Abramowitz & Stegun 26.7.5).
+
+    The standard library has no t distribution; for the 0.8-0.995 quantiles used here the
+    expansion is within 0.005 of the exact value from df = 3 on (2.4468 vs 2.4469 at
+    p = 0.975, df = 6); at df = 1 it is low (11.3 vs 12.7), so two-case intervals stay a
+    little narrow.
+    """
+    z = NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def expanded_level(cases: int, level: float = 0.95) -> float:
+    """The percentile level that makes a case bootstrap as wide as a t interval with a
+    small-sample correction (Hesterberg 2015, "expanded percentile"): with few cases the
+    plain percentile bootstrap is too narrow (about 87% coverage at 7 cases)."""
+    if cases < 2:
+        return level
+    z_wide = math.sqrt(cases / (cases - 1)) * t_quantile(1 - (1 - level) / 2, cases - 1)
+    return 1 - 2 * NormalDist().cdf(-z_wide)
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float] | None:

@@ -35,6 +35,7 @@ from service.report.metrics import (
     DEFAULT_RESAMPLES,
     CaseOutcomes,
     bootstrap_ci,
+    expanded_level,
     pass_at_1,
     pass_hat_k,
     stderr_of_case_values,
@@ -135,7 +136,42 @@ def minimum_detectable_effect(
         if interval is None:
             return None
         stderr = math.sqrt(interval[1] / len(case_differences))
-    return (_Z_ALPHA + _Z_POWER) * stderr
+    # A lift cannot pass 100 pp; a larger MDE only says this design cannot detect any.
+    return min(1.0, (_Z_ALPHA + _Z_POWER) * stderr)
+
+
+def _lift_interval(
+    base_cases: Mapping[str, list[bool]],
+    cand_cases: Mapping[str, list[bool]],
+    case_diffs: Sequence[Fraction],
+    wins: int,
+    losses: int,
+    pairs: int,
+    seed: int,
+    resamples: int,
+) -> tuple[tuple[float, float] | None, str | None]:
+    """The lift's 95% interval and how it was made.
+
+    Normally an expanded percentile bootstrap over cases (plain percentiles run narrow with
+    few cases). When every case has the same difference the bootstrap can only return that
+    point, which would claim certainty; then the bounds come from Wilson intervals on the
+    shares of wins and of losses among the pairs."""
+    if len(case_diffs) < 2:
+        return None, None
+    if len(set(case_diffs)) == 1:
+        win = wilson_interval(wins, pairs)
+        loss = wilson_interval(losses, pairs)
+        assert win is not None and loss is not None
+        low, high = max(-1.0, win[0] - loss[1]), min(1.0, win[1] - loss[0])
+        return (low, high), "Wilson bounds on wins and losses (every case had the same lift)"
+    interval = bootstrap_ci(
+        _joined(base_cases, cand_cases),
+        _lift_statistic,
+        seed=seed,
+        resamples=resamples,
+        level=expanded_level(len(case_diffs)),
+    )
+    return interval, "expanded percentile bootstrap over cases"
 
 
 def _lift_statistic(sample: CaseOutcomes) -> float | None:
@@ -166,6 +202,12 @@ def _verdict(trial: ArmTrial) -> bool | None:
     return verdict(trial.status, trial.outcome, trial.error_kind)
 
 
+# A provider error (a rate limit, a context overflow) says little about the arm and hits the
+# arm with the longer prompt more often; in a comparison it blocks the pair, as any run error
+# does in pi-evals, rather than count as a quiet loss. Single-arm rates still count it failed.
+BLOCKS_PAIRS = frozenset({"provider_error"})
+
+
 def _side(variant: str, found: Sequence[ArmTrial]) -> tuple[ArmTrial, bool] | str:
     """The one scored trial of an arm in a pair, or why there is none."""
     if not found:
@@ -173,6 +215,8 @@ def _side(variant: str, found: Sequence[ArmTrial]) -> tuple[ArmTrial, bool] | st
     if len(found) > 1:
         return f"{variant}: duplicated (expected 1 run, found {len(found)})"
     trial = found[0]
+    if trial.error_kind in BLOCKS_PAIRS:
+        return f"{variant}: errored ({trial.error_kind})"
     verdict = _verdict(trial)
     if verdict is not None:
         return trial, verdict
@@ -302,8 +346,12 @@ def compare(
     k: int,
     seed: int,
     resamples: int = DEFAULT_RESAMPLES,
+    attempts: Sequence[ArmTrial] | None = None,
 ) -> dict[str, Any]:
     """The paired comparison of `candidate` against `baseline`, JSON-ready (no NaN, no tuples).
+
+    `attempts`, when given, is every attempt including retried ones: the operational totals
+    count them all, since a retried attempt still spent tokens and time.
 
     `trials` are final attempts (`build.final_attempts`); trials of other variants, of cases
     not in `cases` or of rounds outside 1..rounds are outside this design and ignored.
@@ -382,8 +430,8 @@ def compare(
 
         wins = sum(1 for p in pairs if p.candidate_passed and not p.baseline_passed)
         losses = sum(1 for p in pairs if p.baseline_passed and not p.candidate_passed)
-        interval = bootstrap_ci(
-            _joined(base_cases, cand_cases), _lift_statistic, seed=seed, resamples=resamples
+        interval, method = _lift_interval(
+            base_cases, cand_cases, case_diffs, wins, losses, len(pairs), seed, resamples
         )
         mde = minimum_detectable_effect(
             [float(d) for d in case_diffs], discordant=wins + losses, pairs=len(pairs)
@@ -398,12 +446,19 @@ def compare(
             "lift_ci95_reason": (
                 None if interval is not None else "the interval needs at least 2 cases"
             ),
+            "lift_ci95_method": method,
             "seed": seed,
             "resamples": resamples,
             "wins": wins,
             "ties": len(pairs) - wins - losses,
             "losses": losses,
             "mcnemar_midp": mcnemar_midp(wins, losses),
+            "mcnemar_note": (
+                "the rounds of one case are not independent pairs, so with several rounds "
+                "this p-value is optimistic; the case-level interval is the safer guide"
+                if rounds > 1
+                else None
+            ),
             "mde_pp": None if mde is None else 100 * mde,
             "mde_reason": None if mde is not None else "the MDE needs at least 2 cases",
             "k": k,
@@ -417,6 +472,9 @@ def compare(
         withheld = "withheld because the design has no pairs"
     if withheld is not None:
         headline = None
+        # The verdict flags read like a conclusion; only `flaky`, a fact about single cases,
+        # survives a withheld headline (as in pi-evals).
+        flags &= {"flaky"}
 
     return {
         "baseline": baseline,
@@ -429,7 +487,16 @@ def compare(
         "flags": sorted(flags),
         "flaky_cases": flaky,
         "deltas": _deltas(pairs),
-        "totals": {baseline: _totals(by_arm[baseline]), candidate: _totals(by_arm[candidate])},
+        "totals": {
+            arm: _totals(
+                [
+                    t
+                    for t in (attempts or trials)
+                    if t.variant == arm and t.case_id in known and 1 <= t.round <= rounds
+                ]
+            )
+            for arm in (baseline, candidate)
+        },
         "order": order,
     }
 
@@ -446,8 +513,11 @@ def _p_value(p: float) -> str:
 
 
 def _amount(name: str, value: float, *, signed: bool = False) -> str:
-    sign = ("+" if value >= 0 else "-") if signed else ("-" if value < 0 else "")
     magnitude = abs(value)
+    # What rounds to zero prints as "+0.0", never "-0.0".
+    shown_zero = magnitude < (0.00005 if name == "cost_usd" else 0.05)
+    negative = value < 0 and not (shown_zero and not isinstance(magnitude, int))
+    sign = ("-" if negative else "+") if signed else ("-" if negative else "")
     if isinstance(magnitude, int):  # a total of counts: tokens or tool calls
         return f"{sign}{magnitude:,}"
     if name == "cost_usd":
