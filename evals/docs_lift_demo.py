@@ -37,6 +37,10 @@ from sandbox import faux
 from sandbox.conversation import ModelRequest
 from sandbox.suite import AgentRun, Case, Judge
 
+# bash too: with the docs, a capable agent computes the checksum with python3 rather than
+# by hand, so the with_docs arm measures knowing the format, not mental arithmetic.
+TOOLS = ("read", "write", "edit", "ls", "find", "grep", "bash")
+
 # ----- the Quill ledger format (what the docs specify) ----------------------------------
 
 # Digits after the decimal point of each supported currency: amounts are written in these
@@ -642,6 +646,7 @@ output = "out/"
 
 CASES = [
     Case(
+        tools=TOOLS,
         id="write-ledger",
         input=(
             "Create books/april.qlg, a Quill ledger in EUR that quillc accepts, holding "
@@ -658,6 +663,7 @@ CASES = [
         },
     ),
     Case(
+        tools=TOOLS,
         id="yen-ledger",
         input=(
             "Create books/tokyo.qlg, a Quill ledger in JPY that quillc accepts, holding "
@@ -674,6 +680,7 @@ CASES = [
         },
     ),
     Case(
+        tools=TOOLS,
         id="convert-csv",
         input=(
             "exports/bank-2023.csv is our bank's export (amounts in USD). Convert it into "
@@ -702,6 +709,7 @@ CASES = [
         },
     ),
     Case(
+        tools=TOOLS,
         id="fix-ledger",
         input=(
             "quillc rejects books/broken.qlg. Repair the file in place so that quillc accepts "
@@ -729,6 +737,7 @@ CASES = [
         },
     ),
     Case(
+        tools=TOOLS,
         id="add-trailer",
         input=(
             "quillc reports Q110 (missing trailer) for books/q1.qlg. Add the missing trailer "
@@ -755,6 +764,7 @@ CASES = [
         },
     ),
     Case(
+        tools=TOOLS,
         id="insert-record",
         input=(
             "Add this transaction to books/may.qlg and keep the file valid for quillc: "
@@ -782,6 +792,7 @@ CASES = [
         },
     ),
     Case(
+        tools=TOOLS,
         id="write-config",
         input=(
             "Write quillc.cfg in the workspace root so that quillc:\n"

@@ -38,6 +38,15 @@ def build_system_prompt(
     return prompt
 
 
+_SECTION_LINE = re.compile(r"^</?(rules|docs)>$|^</?doc(\s.*)?>$", re.MULTILINE)
+
+
+def section_marker(text: str) -> str | None:
+    """A line of `text` that would read as a section boundary of the prompt, if any."""
+    match = _SECTION_LINE.search(text)
+    return match.group(0) if match else None
+
+
 def verify_prompt(prompt: str, *, variant: str, has_docs: bool) -> None:
     """<rules> exactly once; <docs> exactly once when the variant has docs, else never."""
     rules = len(re.findall(r"^<rules>$", prompt, re.MULTILINE))

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from sandbox.conversation import ProviderError
+from sandbox.prompt import section_marker
 from sandbox.protocol import CaseInfo, SuiteBundle
 from sandbox.simulated import parse_coin
 from service import __version__
@@ -87,7 +88,15 @@ def load_docs(name: str) -> dict[str, str]:
             f"Unknown docs set {name!r}; this box has: {known}. "
             'Or send the bundle itself as {"files": {"name.md": "..."}}.',
         )
-    return {p.name: p.read_text() for p in sorted((docs_sets_dir() / name).glob("*.md"))}
+    docs = {p.name: p.read_text() for p in sorted((docs_sets_dir() / name).glob("*.md"))}
+    for file, content in docs.items():
+        if marker := section_marker(content):
+            raise JobInputError(
+                ("body", "docs"),
+                f"Docs set {name}: {file} has a line {marker!r}, which would read as a section "
+                "of the system prompt; fix the file on the box.",
+            )
+    return docs
 
 
 def _box_default() -> ModelSpec | None:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
+from sandbox.prompt import section_marker
 from sandbox.protocol import ErrorKind
 from sandbox.tools import TOOLS
 
@@ -75,6 +76,12 @@ class DocsBundle(BaseModel):
                 raise ValueError(f"docs file name {name!r} must be a plain NAME.md")
         if sum(len(v.encode()) for v in value.values()) > MAX_DOCS_BYTES:
             raise ValueError(f"the docs bundle is larger than {MAX_DOCS_BYTES} bytes")
+        for name, content in value.items():
+            if marker := section_marker(content):
+                raise ValueError(
+                    f"docs file {name} has a line {marker!r}, which would read as a section of "
+                    "the system prompt; indent it or put it in a code span"
+                )
         return value
 
 
@@ -89,6 +96,16 @@ class Harness(BaseModel):
         default=None, max_length=20_000, description="replaces the default <rules> text"
     )
     limits: JobLimits | None = None
+
+    @field_validator("rules")
+    @classmethod
+    def no_section_lines(cls, value: str | None) -> str | None:
+        if value is not None and (marker := section_marker(value)):
+            raise ValueError(
+                f"rules has a line {marker!r}, which would read as a section of the system "
+                "prompt; the <docs> section comes from the job's docs"
+            )
+        return value
 
     @field_validator("tools")
     @classmethod
