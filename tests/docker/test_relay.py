@@ -48,7 +48,9 @@ def relay_server(
     """A control plane whose providers file names a loopback provider `fakeai`."""
     with_servers: list[Any] = []
 
-    def start(respond: Callable[[Received], Answer], price: bool = False) -> tuple[Server, Any]:
+    def start(
+        respond: Callable[[Received], Answer], price: bool = False, kind: str = "openai"
+    ) -> tuple[Server, Any]:
         context = provider_server(respond)
         fake = context.__enter__()
         with_servers.append(context)
@@ -57,7 +59,7 @@ def relay_server(
         )
         providers = tmp_path / "providers.toml"
         providers.write_text(
-            f'[providers.fakeai]\nkind = "openai"\nbase_url = "{fake.url}/v1"\n'
+            f'[providers.fakeai]\nkind = "{kind}"\nbase_url = "{fake.url}/v1"\n'
             f'key_env = "{KEY_ENV}"\n{prices}'
         )
         monkeypatch.setenv("EXAMHALL_PROVIDERS", str(providers))
@@ -229,3 +231,47 @@ def test_box_default_model_needs_both_halves(
     server.wait(created["id"])
     (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
     assert (trial["model_requested"], trial["outcome"]) == ("fakeai/gpt-test", "passed")
+
+
+def anthropic_greeting(request: Received) -> Answer:
+    """The Messages API: a tool_use block, then text once the tool_result came back."""
+    last = request.body["messages"][-1]
+    answered = isinstance(last["content"], list) and any(
+        block.get("type") == "tool_result" for block in last["content"]
+    )
+    content: list[dict[str, Any]] = (
+        [{"type": "text", "text": "I wrote hello.txt."}]
+        if answered
+        else [
+            {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "write",
+                "input": {"path": "hello.txt", "content": "Hello, exam hall!"},
+            }
+        ]
+    )
+    body = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test-2026",
+        "content": content,
+        "stop_reason": "end_turn" if answered else "tool_use",
+        "usage": {"input_tokens": 50, "output_tokens": 10},
+    }
+    return 200, {}, body
+
+
+def test_anthropic_kind_through_the_relay(relay_server: Any, canary: str) -> None:
+    server, fake = relay_server(anthropic_greeting, kind="anthropic")
+    created = server.submit(**GREETING)
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["outcome"] == "passed", trial
+    assert trial["model_returned"] == "claude-test-2026"
+    assert [r.path for r in fake.received] == ["/v1/messages"] * 2
+    assert all(r.headers.get("x-api-key") == canary for r in fake.received)
+    # The system prompt goes in its own field, never as a message.
+    assert "<rules>" in fake.received[0].body["system"]
+    assert canary not in _everything(server, created["id"])
