@@ -23,6 +23,8 @@ from sandbox.protocol import Limits, ModelRef, RunSpec
 from service import images
 from service.backends.docker import DockerBackend, DockerSettings
 from service.client import ApiError, Client
+from service.gateway import Budget, TrialGateway
+from service.providers import ProviderRegistry
 from service.report.commands import add_commands as add_report_commands
 from service.store.db import database_url
 from service.suites import SuiteError, list_cases, load_suite
@@ -92,6 +94,7 @@ def record_json(record: TrialRecord) -> dict[str, Any]:
         "events": [dataclasses.asdict(e) for e in record.events],
         "artifacts": {name: {"size": len(data)} for name, data in record.artifacts.items()},
         "wall_s": round(record.wall_s, 3),
+        "cost_usd": record.cost_usd,
     }
 
 
@@ -130,8 +133,16 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
     try:
         bundle = load_suite(args.suite)
         model = ModelRef.parse(args.model)
+        providers = ProviderRegistry.load()
     except (SuiteError, ValueError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    if model.provider not in providers.names():
+        known = ", ".join(providers.names())
+        print(f"examhall: unknown provider {model.provider!r}; known: {known}.", file=sys.stderr)
+        return 2
+    if (entry := providers.get(model.provider)) is not None and (problem := entry.key_problem()):
+        print(f"examhall: {problem}", file=sys.stderr)
         return 2
     backend = _backend(_client(), quiet=args.json)
     try:
@@ -162,7 +173,15 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
         if (canary := new_canary() if args.canary else None)
         else None,
     )
-    record = run_trial(backend, spec, job_id="cli", deadline_s=args.timeout)
+    gateway = None
+    entry = providers.get(model.provider)
+    if entry is not None:
+        http = httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0))
+        gateway = TrialGateway(entry, model.id, budget=Budget(), http=http)
+    record = run_trial(backend, spec, job_id="cli", deadline_s=args.timeout, on_model_call=gateway)
+    if gateway is not None:
+        gateway.http.close()
+        record.cost_usd = gateway.spent.cost_usd
     output = record_json(record)
     if canary is not None:
         output["canary_leaked"] = canary_leaks(record, canary)

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from tests.provider_server import Answer, Received, openai_answer, provider_server
 
 pytestmark = pytest.mark.docker
 
 
-def examhall(*args: str) -> subprocess.CompletedProcess[str]:
+def examhall(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "service.cli", *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+        env=env,
     )
 
 
@@ -71,3 +76,34 @@ def test_run_trial_bad_input(args: list[str], message: str) -> None:
     done = examhall("run-trial", "--suite", "evals/smoke.py", *args)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_run_trial_with_a_relayed_model(tmp_path: Path, sandbox_image: str) -> None:
+    def answer(request: Received) -> Answer:
+        if any(m.get("role") == "tool" for m in request.body["messages"]):
+            return openai_answer(text="Done.")
+        return openai_answer(tool=("write", {"path": "hello.txt", "content": "Hello, exam hall!"}))
+
+    with provider_server(answer) as fake:
+        providers = tmp_path / "providers.toml"
+        providers.write_text(
+            f'[providers.fakeai]\nkind = "openai"\nbase_url = "{fake.url}/v1"\n'
+            'key_env = "FAKEAI_KEY"\n'
+            '[providers.fakeai.prices."gpt-test"]\ninput = 1.0\noutput = 1.0\n'
+        )
+        env = {**os.environ, "EXAMHALL_PROVIDERS": str(providers), "FAKEAI_KEY": "k-123"}
+        done = examhall(
+            "run-trial", "--suite", "evals/smoke.py", "--case", "create-greeting",
+            "--model", "fakeai/gpt-test", "--json", env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert (result["outcome"], result["model_returned"]) == ("passed", "gpt-test-2026-01-01")
+        assert result["cost_usd"] == pytest.approx(240e-6)
+        assert len(fake.received) == 2
+        missing_key = examhall(
+            "run-trial", "--suite", "evals/smoke.py", "--case", "create-greeting",
+            "--model", "fakeai/gpt-test", env={**env, "FAKEAI_KEY": ""},
+        )  # fmt: skip
+        assert missing_key.returncode == 2
+        assert "set the environment variable FAKEAI_KEY" in missing_key.stderr
