@@ -274,12 +274,9 @@ class Scheduler:
         entry = self.providers.get(spec.model.provider)
         if entry is None:
             return None  # faux and simulated answer inside the sandbox
-        budget = Budget(
-            max_tokens=limits.get("max_tokens"),
-            max_cost_usd=limits.get("max_cost_usd"),
-            max_requests=limits.get("max_requests"),
+        return TrialGateway(
+            entry, spec.model.id, budget=Budget.from_limits(limits), http=self.http, on_event=sink
         )
-        return TrialGateway(entry, spec.model.id, budget=budget, http=self.http, on_event=sink)
 
     def _store(self, trial_id: str, record: TrialRecord) -> None:
         result = record.result
