@@ -25,7 +25,7 @@ def resolve_model(
     seed: int,
     round_: int,
     variant: str,
-    relay: Callable[[str], Model] | None = None,
+    remote: Callable[[str], Model] | None = None,
 ) -> tuple[Model, str]:
     """The model and a line for the transcript saying how it was chosen."""
     if ref.provider == "faux":
@@ -46,8 +46,8 @@ def resolve_model(
             variant=variant,
         )
         return model, f"coin draw {draw:.6f}: {'pass' if passed else 'fail'}"
-    if relay is None:
+    if remote is None:
         raise ProviderError(
             f"Provider {ref.provider!r} needs the control plane's relay, which this run lacks."
         )
-    return relay(str(ref)), f"relayed to {ref.provider} by the control plane"
+    return remote(str(ref)), f"{ref.provider}, reached through the relay or directly"

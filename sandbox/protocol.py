@@ -102,6 +102,11 @@ class RunSpec:
     docs: dict[str, str] | None = None
     # Replaces the default <rules> text: the harness's system-prompt transform.
     rules: str | None = None
+    # Direct mode: the provider's wire settings (kind, base_url, headers, max_tokens, price);
+    # its key travels in `credentials["api_key"]`. None means faux, simulated or the relay.
+    provider: dict[str, Any] | None = None
+    # Per-trial budget for direct mode (the gateway keeps it in relay mode).
+    budget: dict[str, float] | None = None
     sandbox_uid: int = SANDBOX_UID
     sandbox_gid: int = SANDBOX_GID
 
@@ -214,6 +219,8 @@ class TrialResult:
     tool_calls: int = 0
     final_text: str | None = None
     system_prompt_sha256: str | None = None
+    # Direct mode only: what the worker's own provider calls cost (None when unpriced).
+    cost_usd: float | None = None
     # Container limits the agent's processes ran into: "pids", "memory", "disk:/workspace"...
     limits_hit: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -333,6 +340,12 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
     rules = spec.get("rules")
     if rules is not None and not isinstance(rules, str):
         raise ProtocolError("Run request field 'rules' must be a string.")
+    provider = spec.get("provider")
+    if provider is not None and not isinstance(provider, dict):
+        raise ProtocolError("Run request field 'provider' must be an object.")
+    budget = spec.get("budget")
+    if budget is not None and not isinstance(budget, dict):
+        raise ProtocolError("Run request field 'budget' must be an object.")
     return RunRequest(
         spec=RunSpec(
             trial_id=_require(spec, "trial_id", str),
@@ -353,6 +366,8 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
             credentials=credentials,
             docs=docs,
             rules=rules,
+            provider=provider,
+            budget=budget,
             sandbox_uid=int(spec.get("sandbox_uid", SANDBOX_UID)),
             sandbox_gid=int(spec.get("sandbox_gid", SANDBOX_GID)),
         )

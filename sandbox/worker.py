@@ -19,6 +19,7 @@ from sandbox import bundle, credentials, limits, privilege, selfcheck, workspace
 from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
+from sandbox.direct import DirectModel
 from sandbox.models import resolve_model
 from sandbox.prompt import PromptMismatch, build_system_prompt, prompt_sha256, verify_prompt
 from sandbox.protocol import (
@@ -36,6 +37,7 @@ from sandbox.protocol import (
     StepMessage,
     TrialResult,
 )
+from sandbox.providers.client import Budget
 from sandbox.relay import RelayModel
 from sandbox.suite import AgentRun, Case, cases_of, find_case
 from sandbox.supervisor import supervise
@@ -64,6 +66,7 @@ class Worker:
         self.channel = channel
         self.timings: dict[str, float] = {}
         self.events: list[Event] = []
+        self.direct: DirectModel | None = None
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
@@ -115,6 +118,24 @@ class Worker:
         except StepFailed as failure:
             result = self.failed(failure)
         self.channel.send(ResultMessage(result=result))
+
+    def remote_model(
+        self, name: str, spec: RunSpec, secrets: credentials.Credentials
+    ) -> RelayModel | DirectModel:
+        """A provider's model: through the control plane's relay, or called directly with the
+        key this worker holds when the job chose direct credentials."""
+        if spec.provider is None:
+            return RelayModel(name, self.channel.send, self.channel.receive_line)
+        model = DirectModel(
+            name,
+            spec.model.id,
+            spec.provider,
+            api_key=secrets.get("api_key"),
+            budget=Budget.from_limits(spec.budget or {}),
+            emit=self.emit,
+        )
+        self.direct = model
+        return model
 
     def failed(self, failure: StepFailed) -> TrialResult:
         return TrialResult(
@@ -216,7 +237,7 @@ class Worker:
                 seed=spec.seed,
                 round_=spec.round,
                 variant=spec.variant,
-                relay=lambda name: RelayModel(name, self.channel.send, self.channel.receive_line),
+                remote=lambda name: self.remote_model(name, spec, secrets),
             )
             self.emit(LifecycleEvent(step="model", detail=f"{spec.model}: {how}"))
             names = spec.tools if spec.tools is not None else (case.tools or DEFAULT_TOOLS)
@@ -268,6 +289,7 @@ class Worker:
                 tool_calls=state.tool_calls,
                 final_text=state.final_text,
                 system_prompt_sha256=prompt_hash,
+                cost_usd=self.direct.spent.cost_usd if self.direct else None,
                 limits_hit=limits_hit,
                 timings=self.timings,
                 **fields,

@@ -240,7 +240,32 @@ class Scheduler:
             limits=Limits(max_turns=harness["limits"]["max_turns"]),
             docs=job.spec["docs"] if harness["docs"] else None,
             rules=harness["rules"],
+            **self._direct(job.spec, model["provider"], model["id"], harness["limits"]),
         )
+
+    def _direct(
+        self, job_spec: dict[str, Any], provider: str, model_id: str, limits: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Direct credentials: the provider's wire settings and key go into the run spec."""
+        entry = self.providers.get(provider)
+        if job_spec.get("credentials") != "direct" or entry is None:
+            return {}
+        price = entry.prices.get(model_id)
+        return {
+            "provider": {
+                "kind": entry.kind,
+                "base_url": entry.base_url,
+                "headers": entry.headers,
+                "max_tokens": entry.max_tokens,
+                "price": dataclasses.asdict(price) if price else None,
+            },
+            "credentials": {"api_key": entry.key() or ""},
+            "budget": {
+                k: v
+                for k, v in limits.items()
+                if k in ("max_tokens", "max_cost_usd", "max_requests") and v is not None
+            },
+        }
 
     def _run(self, trial_id: str) -> None:
         with self.sessions() as session:
@@ -261,7 +286,7 @@ class Scheduler:
             on_model_call=gateway,
         )
         if gateway is not None:
-            record.cost_usd = gateway.spent.cost_usd
+            record.cost_usd = gateway.spent.cost_usd  # authoritative: kept by the gateway
         sink.flush()
         if self._stop.is_set():
             self._requeue([trial_id])  # cut short by our own shutdown: not the trial's fault
@@ -272,8 +297,8 @@ class Scheduler:
         self, spec: RunSpec, limits: dict[str, Any], sink: EventSink
     ) -> TrialGateway | None:
         entry = self.providers.get(spec.model.provider)
-        if entry is None:
-            return None  # faux and simulated answer inside the sandbox
+        if entry is None or spec.provider is not None:
+            return None  # faux and simulated answer inside the sandbox; direct calls out
         return TrialGateway(
             entry, spec.model.id, budget=Budget.from_limits(limits), http=self.http, on_event=sink
         )

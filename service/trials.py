@@ -109,6 +109,7 @@ def run_trial(
     on_event: Callable[[Event], None] | None = None,
     on_model_call: Callable[[ModelCallMessage], ModelReplyMessage] | None = None,
 ) -> TrialRecord:
+    """Run one trial; a spec with provider settings (direct credentials) gets egress."""
     started = time.monotonic()
     collector = _Collector(on_event)
     run = backend.run(
@@ -118,10 +119,12 @@ def run_trial(
         deadline_s=deadline_s,
         on_message=collector,
         on_model_call=on_model_call,
+        egress=spec.provider is not None,
     )
     result = settle(run, collector.result, deadline_s)
     timings = {**result.timings, **{f"container_{k}": v for k, v in run.timings.items()}}
     return TrialRecord(
+        cost_usd=result.cost_usd,
         trial_id=spec.trial_id,
         result=dataclasses.replace(result, timings=timings),
         events=collector.events,

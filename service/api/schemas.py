@@ -138,6 +138,11 @@ class JobRequest(BaseModel):
     rounds: StrictInt = Field(default=1, ge=1, le=1000, description="k: repetitions per case")
     limits: JobLimits = Field(default_factory=JobLimits)
     seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1)
+    credentials: Literal["relay", "direct"] = Field(
+        default="relay",
+        description="relay: keys stay in the control plane and the sandbox has no network; "
+        "direct: the key is sent to the worker's memory and the sandbox gets an egress network",
+    )
     max_infra_retries: StrictInt = Field(default=1, ge=0, le=10)
 
     @field_validator("variants")

@@ -57,6 +57,10 @@ class DockerSettings:
     # e.g. "runsc" for gVisor; None is the engine's default runtime.
     runtime: str | None = None
     network: str = "none"
+    # For direct-credentials trials, which call their provider themselves.
+    direct_network: str = field(
+        default_factory=lambda: os.environ.get("EXAMHALL_DIRECT_NETWORK") or "bridge"
+    )
     owner: str = field(default_factory=instance_id)
 
 
@@ -165,6 +169,7 @@ class DockerBackend:
         deadline_s: float,
         on_message: Callable[[WorkerMessage], None],
         on_model_call: Callable[[ModelCallMessage], ModelReplyMessage] | None = None,
+        egress: bool = False,
     ) -> ContainerRun:
         """Run one worker to the end (or the deadline). Never raises for container faults;
         they come back as `infra_error`, `channel_error` or the exit state."""
@@ -175,7 +180,10 @@ class DockerBackend:
         try:
             t0 = time.monotonic()
             try:
-                container = self.client.containers.create(**self.container_config(trial_id, job_id))
+                config = self.container_config(trial_id, job_id)
+                if egress:
+                    config["network_mode"] = self.settings.direct_network
+                container = self.client.containers.create(**config)
                 run.container_id = str(container.id)
                 with self._lock:
                     self._running[trial_id] = container
