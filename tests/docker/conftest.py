@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ import httpx
 import pytest
 import uvicorn
 
+from evals import probes
 from service.api.app import create_app
 from service.backends.docker import DockerBackend
 
@@ -83,3 +86,35 @@ def start_server(tmp_path: Path, sandbox_image: str) -> Iterator[Callable[..., S
         http.close()
         server.should_exit = True
         thread.join(timeout=60)
+
+
+PROVIDER_KEY_ENV = "EXAMHALL_TEST_PROVIDER_KEY"
+
+
+@pytest.fixture
+def canary(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A unique secret set as the test provider's key: it must never be seen again."""
+    value = f"exh-canary-{uuid.uuid4().hex}"
+    monkeypatch.setenv(PROVIDER_KEY_ENV, value)
+    return value
+
+
+def canary_search_suite(case_id: str) -> dict[str, str]:
+    """evals/probes.py plus a case whose model (scripted by the test's provider) runs the
+    canary search; uploaded whole, as users upload suites."""
+    source = Path(probes.__file__).read_text()
+    source += (
+        f"\nCASES.append(Case(id={case_id!r}, input='Find the key.', tools=('bash',),"
+        " judges=[expect('canary', {'find_canary': ('ENOENT',)})]))\n"
+    )
+    return {"name": "probes", "source": source}
+
+
+def canary_search_command() -> str:
+    program = probes.PRELUDE + probes.CANARY + probes.EPILOGUE
+    return f"python3 - <<'P'\n{program}\nP"
+
+
+def canary_search_result(output: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(output.split(probes.MARKER, 1)[1].splitlines()[0])
+    return result

@@ -14,12 +14,17 @@ from typing import Any
 import docker
 import pytest
 
-from evals import probes
-from tests.docker.conftest import Server
+from tests.docker.conftest import (
+    PROVIDER_KEY_ENV,
+    Server,
+    canary_search_command,
+    canary_search_result,
+    canary_search_suite,
+)
 
 pytestmark = pytest.mark.docker
 
-KEY_ENV = "EXAMHALL_TEST_DIRECT_KEY"
+KEY_ENV = PROVIDER_KEY_ENV
 
 # An OpenAI-compatible provider in the sandbox image's python3: it answers the first turn
 # with the tool call in $TOOL_CALL, any later turn with text, and logs what it received.
@@ -49,13 +54,6 @@ class Handler(BaseHTTPRequestHandler):
         pass
 ThreadingHTTPServer(("0.0.0.0", 8080), Handler).serve_forever()
 """
-
-
-@pytest.fixture
-def canary(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = f"exh-canary-{uuid.uuid4().hex}"
-    monkeypatch.setenv(KEY_ENV, value)
-    return value
 
 
 @pytest.fixture
@@ -128,16 +126,11 @@ def test_direct_mode_calls_the_provider_from_the_worker(direct_box: Any, canary:
 
 
 def test_direct_mode_key_cannot_be_found_from_inside(direct_box: Any, canary: str) -> None:
-    program = probes.PRELUDE + probes.CANARY + probes.EPILOGUE
     server, _provider = direct_box(
-        "attack", {"name": "bash", "arguments": {"command": f"python3 - <<'P'\n{program}\nP"}}
-    )
-    source = Path(probes.__file__).read_text() + (
-        "\nCASES.append(Case(id='canary-direct', input='Find the key.', tools=('bash',),"
-        " judges=[expect('canary', {'find_canary': ('ENOENT',)})]))\n"
+        "attack", {"name": "bash", "arguments": {"command": canary_search_command()}}
     )
     created = server.submit(
-        suite={"name": "probes", "source": source},
+        suite=canary_search_suite("canary-direct"),
         cases=["canary-direct"],
         model={"provider": "fakeai", "id": "gpt-direct"},
         credentials="direct",
@@ -146,7 +139,7 @@ def test_direct_mode_key_cannot_be_found_from_inside(direct_box: Any, canary: st
     (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
     events = server.http.get(f"/v1/trials/{trial['id']}/events").json()
     output = next(e["payload"]["content"] for e in events if e["type"] == "tool_result")
-    result = json.loads(output.split(probes.MARKER, 1)[1].splitlines()[0])
+    result = canary_search_result(output)
     # The key is in the worker's memory for this trial, and still nowhere a tool can read.
     assert result["find_canary"] == {"ok": False, "errno": "ENOENT"}
     assert result["worker_mem"] == {"ok": False, "errno": "EACCES"}
