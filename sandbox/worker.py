@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -341,4 +342,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    sys.stderr.flush()
+    # Skip interpreter finalization: the supervisor's pump thread may be blocked reading
+    # stdin, and closing stdin under it makes CPython wait a second and then abort.
+    os._exit(code)
