@@ -280,7 +280,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_reap(args: argparse.Namespace) -> int:
     client = _client()
     backend = DockerBackend(DockerSettings(image="unused"), client)
-    removed = backend.reap()
+    removed = backend.reap() if args.all else backend.reap_orphans()
     print(f"Removed {len(removed)} examhall container(s).")
     return 0
 
@@ -343,8 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=cmd_report)
 
     reap = sub.add_parser(
-        "reap",
-        help="remove every examhall container on this engine (run it when no control plane is)",
+        "reap", help="remove examhall containers whose control plane on this host has died"
+    )
+    reap.add_argument(
+        "--all", action="store_true", help="every examhall container, running trials included"
     )
     reap.set_defaults(func=cmd_reap)
     return parser

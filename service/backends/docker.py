@@ -41,6 +41,22 @@ def instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def owner_gone(owner: str) -> bool:
+    """Whether the process named by an owner label is known to be dead: it ran on this host
+    and its pid is gone. Owners on other hosts are never presumed dead."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     memory_bytes: int = 1024 * 1024 * 1024
@@ -302,7 +318,18 @@ class DockerBackend:
         for container in containers:
             self._kill(container)
 
-    def reap(self, keep: Callable[[str], bool] | None = None) -> list[str]:
+    def reap_orphans(self) -> list[str]:
+        """Remove the containers whose owning process on this host has died."""
+        return self.reap(
+            keep=lambda _trial: False,
+            only=lambda container: owner_gone(container.labels.get(LABEL_OWNER, "")),
+        )
+
+    def reap(
+        self,
+        keep: Callable[[str], bool] | None = None,
+        only: Callable[[Any], bool] | None = None,
+    ) -> list[str]:
         """Remove every examhall container whose trial is neither running here nor kept
         by `keep` (the store's view of running trials); returns the removed trial ids."""
         containers = self.client.containers.list(
@@ -315,6 +342,8 @@ class DockerBackend:
         for container in containers:
             trial = container.labels.get(LABEL_TRIAL, "")
             if trial in running or (keep is not None and keep(trial)):
+                continue
+            if only is not None and not only(container):
                 continue
             self._remove(container)
             removed.append(trial)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import socket
+import subprocess
 
 import docker
 import docker.errors
 import pytest
 
-from service.backends.docker import LABEL_TRIAL, DockerBackend
+from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend
 
 pytestmark = pytest.mark.docker
 
@@ -46,5 +48,23 @@ def test_reaper_removes_only_containers_no_trial_owns(
         assert docker_client.containers.get(kept.id).labels[LABEL_TRIAL] == "still-running"
     finally:
         for container in (orphan, kept):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+
+
+def test_reap_orphans_spares_live_owners(
+    backend: DockerBackend, docker_client: docker.DockerClient
+) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    orphan_config = backend.container_config("orphan-of-dead", "job")
+    orphan_config["labels"][LABEL_OWNER] = f"{socket.gethostname()}:{dead.pid}:gone"
+    orphan = docker_client.containers.create(**orphan_config)
+    live = docker_client.containers.create(**backend.container_config("live-owner", "job"))
+    try:
+        assert backend.reap_orphans() == ["orphan-of-dead"]
+        assert docker_client.containers.get(live.id).labels[LABEL_TRIAL] == "live-owner"
+    finally:
+        for container in (orphan, live):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
