@@ -82,6 +82,8 @@ class Limits:
     max_turns: int = 50
     tool_timeout_s: float = 60.0
     tool_output_bytes: int = 64 * 1024
+    # An external agent's whole run; the control plane's trial deadline still applies.
+    agent_timeout_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,8 @@ class RunSpec:
     provider: dict[str, Any] | None = None
     # Per-trial budget for direct mode (the gateway keeps it in relay mode).
     budget: dict[str, float] | None = None
+    # An external agent's argv, run instead of the built-in loop ("{task}" is the prompt).
+    command: tuple[str, ...] | None = None
     sandbox_uid: int = SANDBOX_UID
     sandbox_gid: int = SANDBOX_GID
 
@@ -362,12 +366,14 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
                 max_turns=int(limits.get("max_turns", Limits.max_turns)),
                 tool_timeout_s=float(limits.get("tool_timeout_s", Limits.tool_timeout_s)),
                 tool_output_bytes=int(limits.get("tool_output_bytes", Limits.tool_output_bytes)),
+                agent_timeout_s=float(limits.get("agent_timeout_s", Limits.agent_timeout_s)),
             ),
             credentials=credentials,
             docs=docs,
             rules=rules,
             provider=provider,
             budget=budget,
+            command=tuple(str(part) for part in spec["command"]) if spec.get("command") else None,
             sandbox_uid=int(spec.get("sandbox_uid", SANDBOX_UID)),
             sandbox_gid=int(spec.get("sandbox_gid", SANDBOX_GID)),
         )

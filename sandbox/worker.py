@@ -21,6 +21,7 @@ from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
 from sandbox.direct import DirectModel
+from sandbox.external import run_external
 from sandbox.models import resolve_model
 from sandbox.prompt import PromptMismatch, build_system_prompt, prompt_sha256, verify_prompt
 from sandbox.protocol import (
@@ -259,17 +260,30 @@ class Worker:
                 output_limit=spec.limits.tool_output_bytes,
                 env=tool_env,
             )
-            run_agent(
-                model,
-                system=system,
-                prompts=case.prompts,
-                tools=tools,
-                ctx=ctx,
-                max_turns=spec.limits.max_turns,
-                emit=self.emit,
-                state=state,
-                after_tool=note_limits,
-            )
+            if spec.command:
+                run_external(
+                    spec.command,
+                    model,
+                    prompts=case.prompts,
+                    env=tool_env,
+                    cwd=WORKSPACE_DIR,
+                    timeout_s=spec.limits.agent_timeout_s,
+                    emit=self.emit,
+                    state=state,
+                    artifact=self.channel.artifact,
+                )
+            else:
+                run_agent(
+                    model,
+                    system=system,
+                    prompts=case.prompts,
+                    tools=tools,
+                    ctx=ctx,
+                    max_turns=spec.limits.max_turns,
+                    emit=self.emit,
+                    state=state,
+                    after_tool=note_limits,
+                )
             failure: tuple[ErrorKind, str] | None = None
         except ProviderError as exc:
             failure = (exc.kind, str(exc))

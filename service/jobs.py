@@ -161,6 +161,7 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
             "tools": harness.tools,
             "docs": harness.docs,
             "rules": harness.rules,
+            "command": harness.command,
             "limits": (harness.limits or request.limits).model_dump(),
         }
     arms = ((baseline,) if baseline else ()) + tuple(v for v in variants if v != baseline)

@@ -237,7 +237,11 @@ class Scheduler:
             round=trial.round,
             seed=job.seed,
             tools=tuple(harness["tools"]) if harness["tools"] is not None else None,
-            limits=Limits(max_turns=harness["limits"]["max_turns"]),
+            limits=Limits(
+                max_turns=harness["limits"]["max_turns"],
+                agent_timeout_s=float(harness["limits"]["timeout_s"]),
+            ),
+            command=tuple(harness["command"]) if harness.get("command") else None,
             docs=job.spec["docs"] if harness["docs"] else None,
             rules=harness["rules"],
             **self._direct(job.spec, model["provider"], model["id"], harness["limits"]),

@@ -96,6 +96,13 @@ class Harness(BaseModel):
         default=None, max_length=20_000, description="replaces the default <rules> text"
     )
     limits: JobLimits | None = None
+    command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="an external agent's argv, run in the sandbox instead of the built-in "
+        "agent; {task} stands for the case's prompt; it reaches the model through "
+        "OPENAI_BASE_URL and OPENAI_API_KEY",
+    )
 
     @field_validator("rules")
     @classmethod

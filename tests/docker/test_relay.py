@@ -262,3 +262,47 @@ def test_anthropic_kind_through_the_relay(relay_server: Any, canary: str) -> Non
     # The system prompt goes in its own field, never as a message.
     assert "<rules>" in fake.received[0].body["system"]
     assert canary not in _everything(server, created["id"])
+
+
+# A small agent of the kind an external CLI is: it knows only OPENAI_BASE_URL and
+# OPENAI_API_KEY, speaks Chat Completions, and runs its own write tool.
+EXTERNAL_AGENT = r"""
+import json, os, sys, urllib.request
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+tools = [{"type": "function", "function": {"name": "write", "parameters": {"type": "object"}}}]
+messages = [{"role": "user", "content": sys.argv[1]}]
+for _ in range(5):
+    body = json.dumps({"model": "m", "messages": messages, "tools": tools}).encode()
+    headers = {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+               "content-type": "application/json"}
+    request = urllib.request.Request(url, data=body, headers=headers)
+    message = json.load(urllib.request.urlopen(request))["choices"][0]["message"]
+    messages.append(message)
+    if not message.get("tool_calls"):
+        print("agent:", message["content"])
+        break
+    for call in message["tool_calls"]:
+        arguments = json.loads(call["function"]["arguments"])
+        with open(arguments["path"], "w") as handle:
+            handle.write(arguments["content"])
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
+"""
+
+
+def test_external_agent_reaches_the_relayed_model_through_the_endpoint(
+    relay_server: Any, canary: str
+) -> None:
+    server, fake = relay_server(solve_greeting)
+    created = server.submit(
+        **GREETING,
+        variants={"cli": {"command": ["python3", "-c", EXTERNAL_AGENT, "{task}"]}},
+    )
+    server.wait(created["id"])
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["outcome"] == "passed", (trial["error_kind"], trial["error_message"])
+    assert len(fake.received) == 2
+    # The provider got the real key from the gateway; the agent only ever had a dummy one.
+    assert all(r.headers.get("Authorization") == f"Bearer {canary}" for r in fake.received)
+    stdout = server.http.get(f"/v1/trials/{trial['id']}/artifacts/agent.stdout").text
+    assert stdout == "agent: I wrote hello.txt.\n"
+    assert canary not in _everything(server, created["id"])

@@ -1,0 +1,99 @@
+"""External agents: a CLI agent installed in the image runs instead of the built-in loop.
+
+It gets the trial's model through the in-sandbox OpenAI-compatible endpoint (a dummy key,
+a 127.0.0.1 base URL), runs as the sandbox user in /workspace with the scrubbed
+environment, and its stdout and stderr become artifacts. The case's judges then score the
+workspace as for any trial.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+
+from sandbox.agent import AgentFailure, AgentState
+from sandbox.conversation import AssistantTurn, ModelRequest
+from sandbox.endpoint import Endpoint
+from sandbox.models import Model
+from sandbox.protocol import Event, LifecycleEvent, MessageEvent
+
+TASK = "{task}"
+OUTPUT_LIMIT = 4 * 1024 * 1024
+
+
+def run_external(
+    command: Sequence[str],
+    model: Model,
+    *,
+    prompts: Sequence[str],
+    env: dict[str, str],
+    cwd: str,
+    timeout_s: float,
+    emit: Callable[[Event], None],
+    state: AgentState,
+    artifact: Callable[[str, bytes], None],
+) -> None:
+    """Run the agent command once per prompt; `{task}` in an argument is the prompt."""
+
+    def complete(request: ModelRequest) -> AssistantTurn:
+        turn = model.complete(request)
+        state.assistant_messages += 1
+        state.turns += 1
+        state.usage = state.usage + turn.usage
+        state.model_returned = turn.model or state.model_returned
+        state.tool_calls += len(turn.tool_calls)
+        state.final_text = turn.text or state.final_text
+        emit(
+            MessageEvent(
+                role="assistant",
+                content=turn.text,
+                tool_calls=list(turn.tool_calls),
+                stop_reason=turn.stop_reason,
+                model=turn.model,
+                usage=turn.usage,
+            )
+        )
+        return turn
+
+    endpoint = Endpoint(complete, model.name).start()
+    agent_env = {
+        **env,
+        "OPENAI_BASE_URL": endpoint.base_url,
+        "OPENAI_API_BASE": endpoint.base_url,
+        "OPENAI_API_KEY": endpoint.key,
+    }
+    try:
+        for step, prompt in enumerate(prompts, start=1):
+            argv = [part.replace(TASK, prompt) for part in command]
+            emit(MessageEvent(role="user", content=prompt))
+            emit(LifecycleEvent(step="external_agent", detail=" ".join(command)))
+            try:
+                done = subprocess.run(
+                    argv,
+                    cwd=cwd,
+                    env=agent_env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=timeout_s,
+                    start_new_session=True,
+                    check=False,
+                )
+            except FileNotFoundError:
+                raise AgentFailure(
+                    "agent_error", f"The external agent {command[0]!r} is not installed."
+                ) from None
+            except subprocess.TimeoutExpired:
+                raise AgentFailure(
+                    "timeout", f"The external agent ran past {timeout_s:g} s."
+                ) from None
+            suffix = "" if len(prompts) == 1 else f".{step}"
+            artifact(f"agent.stdout{suffix}", done.stdout[-OUTPUT_LIMIT:])
+            artifact(f"agent.stderr{suffix}", done.stderr[-OUTPUT_LIMIT:])
+            if done.returncode != 0:
+                raise AgentFailure(
+                    "agent_error", f"The external agent exited with code {done.returncode}."
+                )
+    finally:
+        endpoint.stop()
+    if state.assistant_messages == 0:
+        raise AgentFailure("agent_error", "The external agent never called the model.")
