@@ -1,4 +1,4 @@
-"""An OpenAI-compatible endpoint on 127.0.0.1 inside the sandbox, for external agents.
+"""An OpenAI- and Anthropic-compatible endpoint on 127.0.0.1 in the sandbox, for external agents.
 
 A CLI agent installed in the image talks Chat Completions to this endpoint with a dummy
 per-trial key; each request becomes a ModelRequest for the trial's own model (the relay,
@@ -13,7 +13,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -131,8 +131,82 @@ def to_completion(turn: AssistantTurn, model: str) -> dict[str, Any]:
     }
 
 
+def messages_to_model_request(body: dict[str, Any]) -> ModelRequest:
+    """An Anthropic Messages request as a ModelRequest."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list")
+    system = body.get("system") or ""
+    if isinstance(system, list):
+        system = "".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+    out: list[Message] = []
+    names: dict[str, str] = {}
+    for message in messages:
+        role = message.get("role") if isinstance(message, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if role not in ("user", "assistant") or not isinstance(blocks, list):
+            raise BadRequest(f"unknown message role {role!r} or content")
+        texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
+        if role == "assistant":
+            calls = []
+            for block in blocks:
+                if block.get("type") == "tool_use":
+                    names[str(block["id"])] = str(block["name"])
+                    calls.append(ToolCall(str(block["id"]), str(block["name"]), block["input"]))
+            out.append(
+                AssistantMessage("".join(texts), tuple(calls), TOOL_USE if calls else "stop")
+            )
+            continue
+        for block in blocks:
+            if block.get("type") == "tool_result":
+                call_id = str(block["tool_use_id"])
+                result = block.get("content")
+                text = result if isinstance(result, str) else _text(result)
+                out.append(
+                    ToolResultMessage(
+                        call_id, names.get(call_id, "tool"), text, bool(block.get("is_error"))
+                    )
+                )
+        if texts:
+            out.append(UserMessage("".join(texts)))
+    tools = tuple(
+        ToolSpec(str(t["name"]), str(t.get("description", "")), dict(t.get("input_schema") or {}))
+        for t in body.get("tools") or []
+    )
+    return ModelRequest(str(system), tuple(out), tools)
+
+
+STOP_REASONS = {TOOL_USE: "tool_use", "stop": "end_turn", "length": "max_tokens"}
+
+
+def to_message(turn: AssistantTurn, model: str) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
+    content += [
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        for call in turn.tool_calls
+    ]
+    return {
+        "id": f"msg_{secrets.token_hex(8)}",
+        "type": "message",
+        "role": "assistant",
+        "model": turn.model or model,
+        "content": content,
+        "stop_reason": STOP_REASONS.get(turn.stop_reason, turn.stop_reason),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": turn.usage.input_tokens,
+            "output_tokens": turn.usage.output_tokens,
+        },
+    }
+
+
 def _error(kind: str, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": None}}
+
+
+def _anthropic_error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 class Endpoint:
@@ -160,26 +234,34 @@ class Endpoint:
         self._server.shutdown()
         self._server.server_close()
 
-    def answer(self, path: str, authorization: str, raw: bytes) -> tuple[int, dict[str, Any]]:
-        if authorization != f"Bearer {self.key}":
-            return 401, _error("invalid_request_error", "Incorrect API key provided.")
-        if path.rstrip("/") != "/v1/chat/completions":
-            return 404, _error(
-                "invalid_request_error", f"No route {path}; use /v1/chat/completions."
-            )
+    def answer(
+        self, path: str, headers: Mapping[str, str], raw: bytes
+    ) -> tuple[int, dict[str, Any]]:
+        """Chat Completions at /v1/chat/completions, Anthropic Messages at /v1/messages."""
+        route = path.rstrip("/")
+        anthropic = route == "/v1/messages"
+        error = _anthropic_error if anthropic else _error
+        # Either scheme on either route: SDK versions differ in which one they send.
+        keys = {headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer ")}
+        if self.key not in keys:
+            return 401, error("authentication_error", "Incorrect API key provided.")
+        if route not in ("/v1/chat/completions", "/v1/messages"):
+            hint = f"No route {path}; use /v1/chat/completions or /v1/messages."
+            return 404, error("not_found_error", hint)
         try:
             body = json.loads(raw)
-            request = to_model_request(body if isinstance(body, dict) else {})
-        except (ValueError, AttributeError) as exc:
-            return 400, _error("invalid_request_error", str(exc))
+            body = body if isinstance(body, dict) else {}
+            request = (messages_to_model_request if anthropic else to_model_request)(body)
+        except (ValueError, AttributeError, KeyError, TypeError) as exc:
+            return 400, error("invalid_request_error", str(exc))
         with self._lock:
             self.requests += 1
             try:
                 turn = self.complete(request)
             except ProviderError as exc:
                 status = 429 if exc.kind == "limit_exceeded" else 502
-                return status, _error(exc.kind, str(exc))
-        return 200, to_completion(turn, self.model)
+                return status, error(exc.kind, str(exc))
+        return 200, (to_message if anthropic else to_completion)(turn, self.model)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         endpoint = self
@@ -190,9 +272,8 @@ class Endpoint:
                 if length > MAX_BODY:
                     status, body = 413, _error("invalid_request_error", "Request too large.")
                 else:
-                    status, body = endpoint.answer(
-                        self.path, self.headers.get("authorization", ""), self.rfile.read(length)
-                    )
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    status, body = endpoint.answer(self.path, headers, self.rfile.read(length))
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")

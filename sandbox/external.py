@@ -61,6 +61,8 @@ def run_external(
         "OPENAI_BASE_URL": endpoint.base_url,
         "OPENAI_API_BASE": endpoint.base_url,
         "OPENAI_API_KEY": endpoint.key,
+        "ANTHROPIC_BASE_URL": endpoint.base_url.removesuffix("/v1"),
+        "ANTHROPIC_API_KEY": endpoint.key,
     }
     try:
         for step, prompt in enumerate(prompts, start=1):

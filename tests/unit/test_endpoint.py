@@ -1,10 +1,11 @@
-"""The in-sandbox OpenAI-compatible endpoint, driven by the official openai SDK: a real client
+"""The in-sandbox endpoint, driven by the official openai and anthropic SDKs: real clients
 that no one here wrote."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import anthropic
 import openai
 import pytest
 
@@ -99,4 +100,56 @@ def test_bad_request_is_a_400(endpoint: Endpoint) -> None:
         client.chat.completions.create(
             model="x",
             messages=[{"role": "narrator", "content": "hi"}],  # type: ignore[list-item, misc]
+        )
+
+
+def test_anthropic_sdk_tool_use_round_trip(endpoint: Endpoint) -> None:
+    client = anthropic.Anthropic(
+        base_url=endpoint.base_url.removesuffix("/v1"), api_key=endpoint.key, max_retries=0
+    )
+    tools = [
+        {
+            "name": "write",
+            "description": "Write a file.",
+            "input_schema": TOOLS[0]["function"]["parameters"],
+        }
+    ]  # type: ignore[index]
+    first = client.messages.create(
+        model="anything",
+        max_tokens=256,
+        system="You are terse.",
+        messages=[{"role": "user", "content": "Write a.txt"}],
+        tools=tools,  # type: ignore[arg-type]
+    )
+    assert first.stop_reason == "tool_use"
+    (use,) = [block for block in first.content if block.type == "tool_use"]
+    assert (use.name, use.input) == ("write", {"path": "a.txt", "content": "hi"})  # type: ignore[union-attr]
+    assert seen[0].system == "You are terse." and [t.name for t in seen[0].tools] == ["write"]
+    second = client.messages.create(
+        model="anything",
+        max_tokens=256,
+        messages=[
+            {"role": "user", "content": "Write a.txt"},
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},  # type: ignore[misc]
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": use.id, "content": "Wrote 2 bytes"}
+                ],  # type: ignore[union-attr]
+            },
+        ],
+    )
+    assert second.stop_reason == "end_turn"
+    assert second.content[0].text == "The tool said: Wrote 2 bytes"  # type: ignore[union-attr]
+    result = next(m for m in seen[1].messages if isinstance(m, ToolResultMessage))
+    assert (result.tool_call_id, result.name) == (use.id, "write")  # type: ignore[union-attr]
+
+
+def test_anthropic_sdk_wrong_key(endpoint: Endpoint) -> None:
+    client = anthropic.Anthropic(
+        base_url=endpoint.base_url.removesuffix("/v1"), api_key="sk-ant-real", max_retries=0
+    )
+    with pytest.raises(anthropic.AuthenticationError, match="Incorrect API key"):
+        client.messages.create(
+            model="x", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
         )
