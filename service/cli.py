@@ -21,6 +21,7 @@ import httpx
 
 from sandbox.protocol import Limits, ModelRef, RunSpec
 from service import images
+from service.agent_images import AGENTS, ensure_agent_image
 from service.backends.docker import DockerBackend, DockerSettings
 from service.client import ApiError, Client
 from service.gateway import Budget, TrialGateway
@@ -66,9 +67,10 @@ def _positive(kind: type[float] | type[int]) -> Any:
 
 
 def cmd_image_build(args: argparse.Namespace) -> int:
-    ref = images.ensure_sandbox_image(
-        _client(), base=args.base, force=args.force, progress=_progress
-    )
+    client = _client()
+    ref = images.ensure_sandbox_image(client, base=args.base, force=args.force, progress=_progress)
+    if args.agent:
+        ref = ensure_agent_image(client, ref, args.agent, progress=_progress)
     print(ref)
     return 0
 
@@ -295,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     build = image.add_parser("build", help="build the sandbox image (skipped when up to date)")
     build.add_argument("--base", help=f"base image (default {images.DEFAULT_BASE})")
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    build.add_argument(
+        "--agent",
+        choices=sorted(AGENTS),
+        help="also build the variant with this third-party agent CLI installed",
+    )
     build.set_defaults(func=cmd_image_build)
 
     cases = sub.add_parser("cases", help="list a suite's case ids, one a line")

@@ -177,12 +177,44 @@ def _build(
     nocache: bool,
     progress: Progress,
 ) -> None:
+    try:
+        stream_build(
+            client,
+            context.tarball(),
+            ref=ref,
+            buildargs={"BASE": resolved_base},
+            labels=labels,
+            nocache=nocache,
+            progress=progress,
+        )
+    except BuildFailed as exc:
+        raise _build_failed(ref, resolved_base, exc.message, exc.tail) from exc
+
+
+class BuildFailed(Exception):
+    def __init__(self, message: str, tail: deque[str]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.tail = tail
+
+
+def stream_build(
+    client: docker.DockerClient,
+    tarball: bytes,
+    *,
+    ref: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    nocache: bool,
+    progress: Progress,
+) -> None:
+    """Build `ref` from a context tarball, showing each line of output as progress."""
     tail: deque[str] = deque(maxlen=_BUILD_TAIL_LINES)
     try:
         for chunk in client.api.build(
-            fileobj=io.BytesIO(context.tarball()),
+            fileobj=io.BytesIO(tarball),
             custom_context=True,
-            buildargs={"BASE": resolved_base},
+            buildargs=buildargs,
             labels=labels,
             tag=ref,
             rm=True,
@@ -198,9 +230,9 @@ def _build(
             if "error" in chunk or "errorDetail" in chunk:
                 detail = chunk.get("errorDetail") or {}
                 message = chunk.get("error") or detail.get("message") or str(chunk)
-                raise _build_failed(ref, resolved_base, str(message).strip(), tail)
+                raise BuildFailed(str(message).strip(), tail)
     except docker.errors.DockerException as exc:
-        raise _build_failed(ref, resolved_base, str(exc), tail) from exc
+        raise BuildFailed(str(exc), tail) from exc
 
 
 def _build_failed(ref: str, base: str, message: str, tail: deque[str]) -> ImageBuildError:

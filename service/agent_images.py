@@ -1,0 +1,115 @@
+"""Sandbox image variants with a third-party agent CLI installed, for external-agent trials.
+
+The agent comes from PyPI as wheels downloaded on the host for the image's Python, so the
+image build needs no pip and no network inside it (the Debian-bootstrapped base has no pip,
+and containers may reach the index only through a proxy they do not trust).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from service.debian_base import Progress
+from service.images import HASH_LABEL, ImageBuildError, repo_root, stream_build
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    # The pip requirement, pinned: a new release must not change an eval quietly.
+    requirement: str
+    # The command a harness runs; "{task}" is the case's prompt.
+    command: tuple[str, ...]
+
+
+AGENTS = {
+    "llm": Agent("llm", "llm==0.36", ("examhall-llm-agent", "{task}")),
+}
+
+
+def _recipe(agent: Agent) -> Path:
+    return repo_root() / "docker" / "agents" / agent.name
+
+
+def _python_version(client: docker.DockerClient, sandbox: str) -> str:
+    output = client.containers.run(
+        sandbox,
+        entrypoint=["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        network_mode="none",
+        remove=True,
+    )
+    return bytes(output).decode().strip()
+
+
+def _download_wheels(agent: Agent, python: str, into: Path, progress: Progress) -> None:
+    progress(f"Downloading {agent.requirement} and pip as wheels for Python {python}...")
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+            "--python-version", python, "--platform", "manylinux2014_x86_64",
+            "--dest", str(into), agent.requirement, "pip",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise ImageBuildError(
+            f"Could not download {agent.requirement} from the package index: "
+            f"{done.stderr.strip()[-800:]}\nCheck that pip reaches the index, then retry."
+        )
+
+
+def ensure_agent_image(
+    client: docker.DockerClient, sandbox: str, agent_name: str, *, progress: Progress
+) -> str:
+    """The variant of `sandbox` with the agent installed, built when missing."""
+    agent = AGENTS.get(agent_name)
+    if agent is None:
+        raise ImageBuildError(
+            f"Unknown agent {agent_name!r}; examhall can install: {', '.join(AGENTS)}."
+        )
+    recipe = _recipe(agent)
+    files = sorted(p for p in recipe.iterdir() if p.is_file())
+    digest = hashlib.sha256(f"{sandbox}\n{agent.requirement}\n".encode())
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    ref = f"examhall/agent-{agent.name}:{digest.hexdigest()[:12]}"
+    try:
+        if client.images.get(ref).labels.get(HASH_LABEL) == digest.hexdigest():
+            progress(f"Agent image {ref} is up to date.")
+            return ref
+    except docker.errors.ImageNotFound:
+        pass
+    with tempfile.TemporaryDirectory(prefix="examhall-agent-") as scratch:
+        wheels = Path(scratch) / "wheels"
+        _download_wheels(agent, _python_version(client, sandbox), wheels, progress)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for path in files:
+                tar.add(path, arcname=path.name)
+            tar.add(wheels, arcname="wheels")
+        progress(f"Building {ref} on {sandbox}...")
+        try:
+            stream_build(
+                client,
+                buffer.getvalue(),
+                ref=ref,
+                buildargs={"SANDBOX": sandbox},
+                labels={HASH_LABEL: digest.hexdigest()},
+                nocache=False,
+                progress=progress,
+            )
+        except Exception as exc:
+            raise ImageBuildError(f"Building {ref} failed: {exc}") from exc
+    return ref
