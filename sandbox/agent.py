@@ -55,6 +55,22 @@ class AgentState:
     model_returned: str | None = None
     assistant_messages: int = 0
 
+    def record(self, turn: AssistantTurn, emit: Callable[[Event], None]) -> None:
+        """Count one model answer and put it in the transcript."""
+        self.assistant_messages += 1
+        self.usage = self.usage + turn.usage
+        self.model_returned = turn.model or self.model_returned
+        emit(
+            MessageEvent(
+                role="assistant",
+                content=turn.text,
+                tool_calls=list(turn.tool_calls),
+                stop_reason=turn.stop_reason,
+                model=turn.model,
+                usage=turn.usage,
+            )
+        )
+
 
 def _run_tool(tool: Tool | None, call: ToolCall, ctx: ToolContext) -> tuple[str, str | None]:
     if tool is None:
@@ -108,20 +124,8 @@ def run_agent(
                 last = model.complete(ModelRequest(system, tuple(messages), specs))
             except ProviderError as exc:
                 raise AgentFailure(exc.kind, str(exc)) from None
-            state.assistant_messages += 1
-            state.usage = state.usage + last.usage
-            state.model_returned = last.model or state.model_returned
+            state.record(last, emit)
             messages.append(AssistantMessage(last.text, last.tool_calls, last.stop_reason))
-            emit(
-                MessageEvent(
-                    role="assistant",
-                    content=last.text,
-                    tool_calls=list(last.tool_calls),
-                    stop_reason=last.stop_reason,
-                    model=last.model,
-                    usage=last.usage,
-                )
-            )
             if not last.tool_calls:
                 break
             for call in last.tool_calls:

@@ -37,22 +37,10 @@ def run_external(
 
     def complete(request: ModelRequest) -> AssistantTurn:
         turn = model.complete(request)
-        state.assistant_messages += 1
+        state.record(turn, emit)
         state.turns += 1
-        state.usage = state.usage + turn.usage
-        state.model_returned = turn.model or state.model_returned
         state.tool_calls += len(turn.tool_calls)
         state.final_text = turn.text or state.final_text
-        emit(
-            MessageEvent(
-                role="assistant",
-                content=turn.text,
-                tool_calls=list(turn.tool_calls),
-                stop_reason=turn.stop_reason,
-                model=turn.model,
-                usage=turn.usage,
-            )
-        )
         return turn
 
     endpoint = Endpoint(complete, model.name).start()

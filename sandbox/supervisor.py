@@ -19,26 +19,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from sandbox import limits
 from sandbox.channel import Channel
 from sandbox.protocol import ErrorKind, ResultMessage, TrialResult
 
 # Steps during which the agent's processes exist and may have ended the worker.
 AGENT_STEPS = frozenset({"run_agent", "judge"})
-OOM_CONTROL = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
-
-
-def oom_kills() -> int:
-    """OOM kills in this container's memory cgroup (v1 or v2); 0 when unknown."""
-    for path in OOM_CONTROL:
-        try:
-            with open(path) as handle:
-                for line in handle:
-                    name, _, value = line.partition(" ")
-                    if name == "oom_kill":
-                        return int(value)
-        except OSError:
-            continue
-    return 0
 
 
 def death_result(status: int, last_step: str | None) -> TrialResult:
@@ -49,7 +35,7 @@ def death_result(status: int, last_step: str | None) -> TrialResult:
     else:
         how = f"exited with code {os.waitstatus_to_exitcode(status)}"
     kind: ErrorKind
-    if oom_kills():
+    if limits.snapshot().oom_kills:
         kind = "limit_exceeded"
         message = f"The worker {how} for memory during {step}: the trial passed its memory limit."
     elif os.WIFSIGNALED(status) and step in AGENT_STEPS:
