@@ -20,7 +20,7 @@ import docker
 import docker.errors
 
 from service.debian_base import Progress
-from service.images import HASH_LABEL, ImageBuildError, repo_root, stream_build
+from service.images import HASH_LABEL, BuildFailed, ImageBuildError, repo_root, stream_build
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,6 @@ def ensure_agent_image(
                 nocache=False,
                 progress=progress,
             )
-        except Exception as exc:
+        except BuildFailed as exc:
             raise ImageBuildError(f"Building {ref} failed: {exc}") from exc
     return ref

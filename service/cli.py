@@ -139,27 +139,20 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
     except (SuiteError, ValueError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    if model.provider not in providers.names():
-        known = ", ".join(providers.names())
-        print(f"examhall: unknown provider {model.provider!r}; known: {known}.", file=sys.stderr)
-        return 2
-    if (entry := providers.get(model.provider)) is not None and (problem := entry.key_problem()):
-        print(f"examhall: {problem}", file=sys.stderr)
-        return 2
     backend = _backend(_client(), quiet=args.json)
     try:
         infos = {info.id: info for info in list_cases(backend, bundle)}
     except SuiteError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    problem = None
     if args.case not in infos:
-        problem = f"case {args.case!r} is not in suite {bundle.name}; its cases: {', '.join(infos)}"
-    elif model.provider == "faux" and model.id not in infos[args.case].scripts:
-        known = ", ".join(infos[args.case].scripts) or "none"
-        problem = f"case {args.case} has no faux script {model.id!r}; its scripts: {known}"
-    if problem:
-        print(f"examhall: {problem}.", file=sys.stderr)
+        known = ", ".join(infos)
+        print(f"examhall: case {args.case!r} is not in suite {bundle.name}; its cases: {known}.",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    scripts = {args.case: infos[args.case].scripts}
+    if (problem := providers.model_problem(model.provider, model.id, scripts)) is not None:
+        print(f"examhall: {problem[1]}", file=sys.stderr)
         return 2
     spec = RunSpec(
         trial_id=f"trial-{uuid.uuid4().hex[:12]}",

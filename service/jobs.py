@@ -14,15 +14,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from sandbox.conversation import ProviderError
 from sandbox.prompt import section_marker
 from sandbox.protocol import CaseInfo, SuiteBundle
-from sandbox.simulated import parse_coin
 from service import __version__
 from service.api.schemas import Harness, JobRequest, ModelSpec
 from service.providers import ProviderRegistry, default_model
 from service.store.models import Job, Suite, queued_trial
-from service.suites import SuiteError, load_suite, shipped_dir, shipped_suites
+from service.suites import load_suite, shipped_dir, shipped_suites
 
 DEFAULT_VARIANT = "default"
 
@@ -201,36 +199,18 @@ def check_models(
     registry: ProviderRegistry,
 ) -> None:
     """Refuse a model that could only fail every trial: better a 422 now than a confident
-    0% later. Unknown providers and providers without a key are refused here too."""
-    scripts = {info.id: set(info.scripts) for info in infos}
+    0% later."""
+    scripts = {info.id: info.scripts for info in infos if info.id in design.cases}
     for name, harness in design.variants.items():
         own = request.variants is not None and request.variants[name].model is not None
         base: tuple[str | int, ...] = (
             ("body", "variants", name, "model") if own else ("body", "model")
         )
-        loc = (*base, "id")
-        provider, model_id = harness["model"]["provider"], harness["model"]["id"]
-        if provider not in registry.names():
-            raise JobInputError(
-                (*base, "provider"),
-                f"unknown provider {provider!r}; known: {', '.join(registry.names())}",
-            )
-        entry = registry.get(provider)
-        if entry is not None and (problem := entry.key_problem()):
-            raise JobInputError((*base, "provider"), problem)
-        if provider == "simulated":
-            try:
-                parse_coin(model_id)
-            except ProviderError as exc:
-                raise JobInputError(loc, str(exc)) from None
-        elif provider == "faux":
-            for case_id in design.cases:
-                if model_id not in scripts.get(case_id, set()):
-                    known = ", ".join(sorted(scripts.get(case_id, set()))) or "none"
-                    raise JobInputError(
-                        loc,
-                        f"Case {case_id} has no faux script {model_id!r}; its scripts: {known}.",
-                    )
+        model = harness["model"]
+        problem = registry.model_problem(model["provider"], model["id"], scripts)
+        if problem is not None:
+            field, message = problem
+            raise JobInputError((*base, field), message)
 
 
 def create_job(
@@ -283,15 +263,3 @@ def create_job(
     session.flush()
     session.add_all(queued_trial(job.id, p.case_id, p.variant, p.round, p.order) for p in planned)
     return job
-
-
-__all__ = [
-    "JobInputError",
-    "SuiteError",
-    "check_models",
-    "create_job",
-    "plan",
-    "resolve_design",
-    "resolve_suite",
-    "select_cases",
-]

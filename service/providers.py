@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sandbox.conversation import ProviderError
 from sandbox.providers.pricing import Price
+from sandbox.simulated import parse_coin
 
 BUILT_IN = ("faux", "simulated")
 KINDS = ("openai", "anthropic")
@@ -135,6 +138,32 @@ class ProviderRegistry:
 
     def get(self, name: str) -> ProviderEntry | None:
         return self.entries.get(name)
+
+    def model_problem(
+        self, provider: str, model_id: str, scripts: Mapping[str, Sequence[str]]
+    ) -> tuple[Literal["provider", "id"], str] | None:
+        """Why `provider/model_id` could only fail every trial of these cases (their faux
+        script names by case id), as the field at fault and a message; None when it can run.
+        Unknown providers and providers without a key are refused here too."""
+        if provider not in self.names():
+            return "provider", f"unknown provider {provider!r}; known: {', '.join(self.names())}"
+        entry = self.get(provider)
+        if entry is not None and (problem := entry.key_problem()):
+            return "provider", problem
+        if provider == "simulated":
+            try:
+                parse_coin(model_id)
+            except ProviderError as exc:
+                return "id", str(exc)
+        elif provider == "faux":
+            for case_id, names in scripts.items():
+                if model_id not in names:
+                    known = ", ".join(sorted(names)) or "none"
+                    return (
+                        "id",
+                        f"Case {case_id} has no faux script {model_id!r}; its scripts: {known}.",
+                    )
+        return None
 
 
 def default_model() -> tuple[str, str] | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from sandbox.protocol import (
     ArtifactMessage,
+    ErrorKind,
     Event,
     EventMessage,
     ResultMessage,
@@ -69,8 +70,8 @@ class _Collector:
             self.problems.append(f"Unexpected {message.type} message during a run.")
 
 
-def _error(kind: str, message: str, step: str | None = None) -> TrialResult:
-    return TrialResult(outcome="error", error_kind=kind, error_message=message, failed_step=step)  # type: ignore[arg-type]
+def _error(kind: ErrorKind, message: str, step: str | None = None) -> TrialResult:
+    return TrialResult(outcome="error", error_kind=kind, error_message=message, failed_step=step)
 
 
 def settle(run: ContainerRun, collected: TrialResult | None, deadline_s: float) -> TrialResult:

@@ -72,10 +72,6 @@ class TrialFacts:
         )
 
 
-def scored(trial: TrialFacts) -> bool | None:
-    return verdict(trial.status, trial.outcome, trial.error_kind)
-
-
 class Attempt(Protocol):
     @property
     def variant(self) -> str: ...
@@ -153,9 +149,9 @@ def build_report(
         finals = final_attempts(variant_trials)
         cases: dict[str, list[bool]] = {case_id: [] for case_id in case_order}
         for trial in sorted(finals, key=lambda t: t.round):
-            verdict = scored(trial)
-            if verdict is not None:
-                cases.setdefault(trial.case_id, []).append(verdict)
+            passed = verdict(trial.status, trial.outcome, trial.error_kind)
+            if passed is not None:
+                cases.setdefault(trial.case_id, []).append(passed)
         summary = summarize(
             {c: runs for c, runs in cases.items() if runs}, job.rounds, seed=job.seed
         )
