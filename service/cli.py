@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import socket
 import sys
 import threading
@@ -21,11 +20,13 @@ import httpx
 
 from sandbox.protocol import Limits, ModelRef, RunSpec
 from service import images
+from service.admin import add_admin_commands
 from service.agent_images import AGENTS, ensure_agent_image
 from service.backends.docker import DockerBackend, DockerSettings
 from service.client import ApiError, Client
 from service.gateway import Budget, TrialGateway
 from service.providers import ProviderRegistry
+from service.remote import add_remote_commands
 from service.report.commands import add_commands as add_report_commands
 from service.store.db import database_url
 from service.suites import SuiteError, list_cases, load_suite
@@ -218,8 +219,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
     port = _free_port()
+    # A token of this run only: the demo's control plane listens on loopback for its lifetime.
+    token = f"exh_demo_{uuid.uuid4().hex}"
     server = uvicorn.Server(
-        uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            create_app(admin_token=token), host="127.0.0.1", port=port, log_level="warning"
+        )
     )
     thread = threading.Thread(target=server.run, name="examhall-demo-server", daemon=True)
     _progress(f"Starting the control plane on http://127.0.0.1:{port} (database {database_url()})")
@@ -229,7 +234,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if not thread.is_alive():
                 raise SystemExit("examhall: the control plane failed to start; see above.")
             time.sleep(0.1)
-        client = Client(f"http://127.0.0.1:{port}")
+        client = Client(f"http://127.0.0.1:{port}", token)
         body = {
             "suite": "smoke",
             "model": {"provider": model.provider, "id": model.id},
@@ -249,27 +254,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         server.should_exit = True
         thread.join(timeout=60)
     return 0
-
-
-def default_server() -> str:
-    return os.environ.get("EXAMHALL_SERVER") or "http://127.0.0.1:8000"
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """Print a job's report; exit 1 when any comparison's headline is withheld."""
-    client = Client(args.server)
-    try:
-        report = client.report_json(args.job)
-        print(json.dumps(report, indent=2) if args.json else client.report_text(args.job), end="")
-    except (ApiError, httpx.TransportError) as exc:
-        print(f"examhall: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        client.close()
-    if args.json:
-        print()
-    withheld = [c for c in report.get("comparisons", []) if c.get("headline") is None]
-    return 1 if withheld else 0
 
 
 def cmd_reap(args: argparse.Namespace) -> int:
@@ -296,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also build the variant with this third-party agent CLI installed",
     )
     build.set_defaults(func=cmd_image_build)
+
 
     cases = sub.add_parser("cases", help="list a suite's case ids, one a line")
     cases.add_argument("suite", help="a suite file or a shipped suite name")
@@ -334,13 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_report_commands(sub)
 
-    report = sub.add_parser(
-        "report", help="print a job's report (exit 1 when a comparison's headline is withheld)"
-    )
-    report.add_argument("job")
-    report.add_argument("--server", default=default_server(), help="control plane URL")
-    report.add_argument("--json", action="store_true")
-    report.set_defaults(func=cmd_report)
+    add_remote_commands(sub)
+    add_admin_commands(sub)
 
     reap = sub.add_parser(
         "reap", help="remove examhall containers whose control plane on this host has died"

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
-import time
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 import httpx
 
+TOKEN_ENV = "EXAMHALL_TOKEN"
+SERVER_ENV = "EXAMHALL_SERVER"
+
 
 class ApiError(RuntimeError):
     pass
+
+
+def default_server() -> str:
+    return os.environ.get(SERVER_ENV) or "http://127.0.0.1:8000"
 
 
 def _check(response: httpx.Response) -> Any:
@@ -26,9 +35,30 @@ def _check(response: httpx.Response) -> Any:
     return response.json()
 
 
+def parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event, data) pairs from a text/event-stream; comments (keepalives) are skipped."""
+    event, data = "message", list[str]()
+    for line in lines:
+        if not line:
+            if data:
+                yield event, json.loads("\n".join(data))
+            event, data = "message", list[str]()
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+
+
 class Client:
-    def __init__(self, base_url: str, timeout: float = 120.0) -> None:
-        self.http = httpx.Client(base_url=base_url, timeout=timeout)
+    def __init__(self, base_url: str, token: str | None = None, timeout: float = 120.0) -> None:
+        token = token or os.environ.get(TOKEN_ENV)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=base_url, timeout=timeout, headers=headers)
 
     def close(self) -> None:
         self.http.close()
@@ -41,6 +71,10 @@ class Client:
         result: dict[str, Any] = _check(self.http.get(f"/v1/jobs/{job_id}"))
         return result
 
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = _check(self.http.delete(f"/v1/jobs/{job_id}"))
+        return result
+
     def report_json(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = _check(self.http.get(f"/v1/jobs/{job_id}/report"))
         return result
@@ -51,30 +85,41 @@ class Client:
             _check(response)
         return response.text
 
-    def wait(self, job_id: str, *, out: TextIO = sys.stderr, poll_s: float = 0.5) -> dict[str, Any]:
-        """Wait for the job to finish, drawing a progress bar."""
+    def stream(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The job's server-sent events until its `end` event."""
+        # No read timeout: a long trial can keep the stream quiet between keepalives.
+        timeout = httpx.Timeout(30.0, read=None)
+        with self.http.stream("GET", f"/v1/jobs/{job_id}/stream", timeout=timeout) as response:
+            if response.status_code >= 400:
+                response.read()
+                _check(response)
+            for event, data in parse_sse(response.iter_lines()):
+                yield event, data
+                if event == "end":
+                    return
+
+    def wait(self, job_id: str, *, out: TextIO = sys.stderr) -> dict[str, Any]:
+        """Follow the job's stream to its end, drawing a progress bar; return the job."""
         last = ""
-        while True:
-            job = self.job(job_id)
-            line = progress_line(job)
+        for event, data in self.stream(job_id):
+            if event != "counts":
+                continue
+            line = progress_line(data)
             if line != last:
-                end = "\r" if out.isatty() else "\n"
-                print(line, end=end, file=out, flush=True)
+                print(line, end="\r" if out.isatty() else "\n", file=out, flush=True)
                 last = line
-            if job["status"] == "finished":
-                if out.isatty():
-                    print(file=out)
-                return job
-            time.sleep(poll_s)
+        if out.isatty() and last:
+            print(file=out)
+        return self.job(job_id)
 
 
-def progress_line(job: dict[str, Any], width: int = 30) -> str:
-    counts = job["counts"]
-    planned = max(1, job["planned_trials"])
+def progress_line(counts: dict[str, Any], width: int = 30) -> str:
+    planned = max(1, counts["planned_trials"])
     done = min(counts["finished"], planned)
     filled = round(width * done / planned)
     bar = "#" * filled + "." * (width - filled)
+    status = "" if counts["status"] in ("queued", "running") else f"  {counts['status']}"
     return (
         f"[{bar}] {done}/{planned} trials  running {counts['running']}  "
-        f"passed {counts['passed']}  failed {counts['failed']}  error {counts['error']}"
+        f"passed {counts['passed']}  failed {counts['failed']}  error {counts['error']}{status}"
     )

@@ -221,6 +221,7 @@ def create_job(
     *,
     image: str,
     image_digest: str | None,
+    team_id: str | None = None,
 ) -> Job:
     sha = hashlib.sha256(bundle.source.encode()).hexdigest()
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -237,6 +238,7 @@ def create_job(
     job = Job(
         id=f"job-{uuid.uuid4().hex[:16]}",
         status="queued",
+        team_id=team_id,
         suite_sha256=sha,
         suite_name=bundle.name,
         spec={

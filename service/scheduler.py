@@ -9,6 +9,7 @@ containers are removed, so no trial is counted twice.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import logging
@@ -21,15 +22,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import Event, Limits, ModelRef, RunSpec, SuiteBundle
 from service.backends.docker import DockerBackend
 from service.gateway import Budget, TrialGateway
 from service.providers import ProviderRegistry
-from service.store.models import Artifact, Job, Suite, Trial, queued_trial
+from service.store.models import Artifact, Job, Suite, Team, Trial, queued_trial
 from service.store.models import Event as EventRow
+from service.store.queries import dict_of
 from service.trials import TrialRecord, run_trial
 
 log = logging.getLogger("examhall.scheduler")
@@ -57,24 +59,29 @@ def default_max_containers() -> int:
 
 
 class EventSink:
-    """Buffers a trial's events and writes them in batches."""
+    """Buffers a trial's events and writes them in batches.
+
+    Rows are plain dicts written with one bulk INSERT per batch: ORM objects and the unit
+    of work, and `dataclasses.asdict`'s deep copies, made up three quarters of the cost of
+    ingesting an event (bench/ingestion.py).
+    """
 
     def __init__(self, sessions: sessionmaker[Session], trial_id: str) -> None:
         self.sessions = sessions
         self.trial_id = trial_id
-        self.pending: list[EventRow] = []
+        self.pending: list[dict[str, Any]] = []
         self.seq = 0
         self.last_flush = time.monotonic()
 
     def __call__(self, event: Event) -> None:
         self.seq += 1
         self.pending.append(
-            EventRow(
-                trial_id=self.trial_id,
-                seq=self.seq,
-                type=event.type,
-                payload=dataclasses.asdict(event),
-            )
+            {
+                "trial_id": self.trial_id,
+                "seq": self.seq,
+                "type": event.type,
+                "payload": _plain(event),
+            }
         )
         if len(self.pending) >= EVENT_BATCH or time.monotonic() - self.last_flush > EVENT_FLUSH_S:
             self.flush()
@@ -82,9 +89,27 @@ class EventSink:
     def flush(self) -> None:
         if self.pending:
             with self.sessions.begin() as session:
-                session.add_all(self.pending)
+                session.execute(insert(EventRow), self.pending)
             self.pending = []
         self.last_flush = time.monotonic()
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """`dataclasses.asdict` without its deep copy of every leaf: the same dicts, lists and
+    tuples, sharing the immutable scalars (events are frozen and only serialised)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return kind(_plain(item) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return copy.deepcopy(value)  # what asdict does with anything else
 
 
 class Scheduler:
@@ -107,7 +132,7 @@ class Scheduler:
         self.owner = backend.settings.owner
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._running: set[str] = set()
+        self._running: dict[str, str] = {}  # trial id -> job id
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(self.max_containers, thread_name_prefix="examhall-trial")
         self._thread: threading.Thread | None = None
@@ -167,6 +192,7 @@ class Scheduler:
         last_reap = time.monotonic()
         while not self._stop.is_set():
             try:
+                self._stop_cancelled()
                 self._fill()
                 if time.monotonic() - last_reap > REAP_EVERY_S:
                     self.reap()
@@ -181,32 +207,82 @@ class Scheduler:
             free = self.max_containers - len(self._running)
         if free <= 0:
             return
-        for trial_id in self._claim(free):
+        for trial_id, job_id in self._claim(free):
             with self._lock:
-                self._running.add(trial_id)
+                self._running[trial_id] = job_id
             self._pool.submit(self._run_guarded, trial_id)
 
-    def _claim(self, limit: int) -> list[str]:
-        """Mark the next queued trials running, in job then plan order."""
-        with self.sessions.begin() as session:
-            query = (
-                select(Trial)
+    def cancel(self, job_id: str) -> None:
+        """Kill the containers of a cancelled job's trials that this process runs now."""
+        with self._lock:
+            trial_ids = {t for t, j in self._running.items() if j == job_id}
+        self.backend.stop(trial_ids)
+
+    def _stop_cancelled(self) -> None:
+        """Kill our trials whose job was cancelled, maybe by another control plane."""
+        with self._lock:
+            running = list(self._running)
+        if not running:
+            return
+        with self.sessions() as session:
+            doomed = session.scalars(
+                select(Trial.id)
                 .join(Job, Job.id == Trial.job_id)
-                .where(Trial.status == "queued")
+                .where(Trial.id.in_(running), Job.status == "cancelled")
+            ).all()
+        if doomed:
+            self.backend.stop(set(doomed))
+
+    def _claim(self, limit: int) -> list[tuple[str, str]]:
+        """Mark the next queued trials running, in job then plan order, within each team's
+        container cap. Returns (trial id, job id) pairs."""
+        with self.sessions.begin() as session:
+            postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
+            queue = (
+                select(Trial, Job.created_at)
+                .join(Job, Job.id == Trial.job_id)
+                .where(Trial.status == "queued", Job.status != "cancelled")
                 .order_by(Job.created_at, Trial.order, Trial.attempt)
-                .limit(limit)
             )
-            if session.bind is not None and session.bind.dialect.name == "postgresql":
-                query = query.with_for_update(skip_locked=True, of=Trial)
-            trials = session.scalars(query).all()
-            for trial in trials:
-                trial.status = "running"
-                trial.owner = self.owner
-                trial.started_at = now()
+            if postgres:
+                queue = queue.with_for_update(skip_locked=True, of=Trial)
+            room = self._team_room(session)
+            # Capped teams are queried apart, each for no more than its room, so a capped
+            # team's long queue can never crowd the others out of the window.
+            uncapped = queue.where(or_(Job.team_id.is_(None), Job.team_id.not_in(room)))
+            picks = list(session.execute(uncapped.limit(limit)).all())
+            for team_id, free in room.items():
+                if free > 0:
+                    capped = queue.where(Job.team_id == team_id).limit(min(free, limit))
+                    picks += session.execute(capped).all()
+            picks.sort(key=lambda pick: (pick[1], pick[0].order, pick[0].attempt))
+            trials = []
+            for trial, _ in picks[:limit]:
+                # SQLite's reads take no lock, so another process may have claimed this row
+                # since we read it: only a write conditional on "queued" proves it is ours.
+                claimed = session.connection().execute(
+                    update(Trial)
+                    .where(Trial.id == trial.id, Trial.status == "queued")
+                    .values(status="running", owner=self.owner, started_at=now())
+                )
+                if claimed.rowcount != 1:
+                    continue
+                trials.append(trial)
                 job = session.get(Job, trial.job_id)
                 if job is not None and job.status == "queued":
                     job.status = "running"
-            return [t.id for t in trials]
+            return [(t.id, t.job_id) for t in trials]
+
+    @staticmethod
+    def _team_room(session: Session) -> dict[str, int]:
+        """Containers each capped team may still start, box-wide (all control planes)."""
+        caps = dict_of(
+            session, select(Team.id, Team.max_containers).where(Team.max_containers.is_not(None))
+        )
+        if not caps:
+            return {}
+        running = running_by_team(session)
+        return {team: (cap or 0) - running.get(team, 0) for team, cap in caps.items()}
 
     def _run_guarded(self, trial_id: str) -> None:
         try:
@@ -216,7 +292,7 @@ class Scheduler:
             self._finish_infra(trial_id, "The control plane failed while running this trial.")
         finally:
             with self._lock:
-                self._running.discard(trial_id)
+                self._running.pop(trial_id, None)
             self._wake.set()
 
     def _spec(self, session: Session, trial: Trial, job: Job) -> RunSpec:
@@ -312,6 +388,8 @@ class Scheduler:
         with self.sessions.begin() as session:
             trial = session.get(Trial, trial_id)
             assert trial is not None
+            if _drop_if_cancelled(session, trial):
+                return
             trial.status = "finished"
             trial.outcome = result.outcome
             trial.score = result.score
@@ -347,7 +425,7 @@ class Scheduler:
     def _finish_infra(self, trial_id: str, message: str) -> None:
         with self.sessions.begin() as session:
             trial = session.get(Trial, trial_id)
-            if trial is None or trial.status == "finished":
+            if trial is None or trial.status == "finished" or _drop_if_cancelled(session, trial):
                 return
             trial.status = "finished"
             trial.outcome = "error"
@@ -360,6 +438,8 @@ class Scheduler:
         """Retry an infra error as a new attempt; finish the job when nothing is left."""
         job = session.get(Job, trial.job_id)
         assert job is not None
+        if job.status == "cancelled":
+            return
         if trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries:
             session.add(
                 queued_trial(
@@ -385,3 +465,37 @@ class Scheduler:
     def idle(self) -> bool:
         with self._lock:
             return not self._running
+
+    def running_count(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+
+def running_by_team(session: Session) -> dict[str | None, int]:
+    """Trials running now, per team (None for admin-submitted jobs), across control planes."""
+    return dict_of(
+        session,
+        select(Job.team_id, func.count())
+        .select_from(Trial)
+        .join(Job, Job.id == Trial.job_id)
+        .where(Trial.status == "running")
+        .group_by(Job.team_id),
+    )
+
+
+def drop_trials(session: Session, trial_ids: list[str]) -> None:
+    """Delete trials with their events and artifacts."""
+    if trial_ids:
+        session.execute(delete(EventRow).where(EventRow.trial_id.in_(trial_ids)))
+        session.execute(delete(Artifact).where(Artifact.trial_id.in_(trial_ids)))
+        session.execute(delete(Trial).where(Trial.id.in_(trial_ids)))
+
+
+def _drop_if_cancelled(session: Session, trial: Trial) -> bool:
+    """A trial cut short by its job's cancellation did not finish: it is dropped, like the
+    queued ones, so the job keeps exactly the trials that finished before the cancel."""
+    job = session.get(Job, trial.job_id)
+    if job is None or job.status != "cancelled":
+        return False
+    drop_trials(session, [trial.id])
+    return True

@@ -58,14 +58,15 @@ def no_container_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     client = request.getfixturevalue("docker_client")
     ours = f"{socket.gethostname()}:{os.getpid()}:"
     yield
+    # sparse: a full listing inspects each container and fails on one removed meanwhile.
     left = [
         c
-        for c in client.containers.list(all=True, filters={"label": LABEL_TRIAL})
-        if c.labels.get(LABEL_OWNER, "").startswith(ours)
+        for c in client.containers.list(all=True, sparse=True, filters={"label": LABEL_TRIAL})
+        if (c.attrs.get("Labels") or {}).get(LABEL_OWNER, "").startswith(ours)
     ]
     for container in left:
         container.remove(force=True)
-    assert not left, f"containers left behind: {[c.labels for c in left]}"
+    assert not left, f"containers left behind: {[c.attrs.get('Labels') for c in left]}"
 
 
 @pytest.fixture

@@ -1,32 +1,39 @@
-"""The FastAPI control plane: jobs in, trials, events, artifacts and reports out."""
+"""The FastAPI control plane: jobs in, trials, events, artifacts and reports out.
+
+Every /v1 route needs a bearer token (service/api/auth.py); a team sees only its own jobs.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import docker
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from pydantic import BaseModel
+from sqlalchemy import select, text
 
 from service import __version__, images
+from service.api import allow, metrics
+from service.api.auth import UNAUTHORIZED, Admin, Caller, principal
+from service.api.context import Context, Ctx
 from service.api.report_schema import Report
-from service.api.schemas import (
-    ErrorBody,
-    EventView,
-    JobCreated,
-    JobRequest,
-    JobView,
-    TrialCounts,
-    TrialView,
+from service.api.schemas import ErrorBody, EventView, JobCreated, JobRequest, JobView, TrialView
+from service.api.stream import JobWatch, job_events
+from service.api.views import (
+    cancel_job,
+    get_job,
+    get_trial,
+    job_report,
+    job_view,
+    trial_view,
+    visible_jobs,
 )
 from service.backends.docker import DockerBackend, DockerSettings
 from service.jobs import (
@@ -38,24 +45,18 @@ from service.jobs import (
     select_cases,
 )
 from service.providers import ProviderRegistry
-from service.report.build import JobFacts, TrialFacts, build_report, final_attempts, render_text
+from service.report.build import render_text
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Artifact, Job, Trial
 from service.store.models import Event as EventRow
 from service.suites import SuiteError, list_cases
+from service.web.routes import register_web
+
+ADMIN_TOKEN_ENV = "EXAMHALL_ADMIN_TOKEN"
+
 
 log = logging.getLogger("examhall.api")
-
-
-@dataclass
-class Context:
-    sessions: sessionmaker[Session]
-    backend: DockerBackend
-    scheduler: Scheduler
-    image: str
-    image_digest: str | None
-    providers: ProviderRegistry
 
 
 def _progress(line: str) -> None:
@@ -74,8 +75,13 @@ def create_app(
     *,
     max_containers: int | None = None,
     make_backend: Callable[[str], DockerBackend] | None = None,
+    admin_token: str | None = None,
 ) -> FastAPI:
-    """The app; the database, image and scheduler come up in its lifespan."""
+    """The app; the database, image and scheduler come up in its lifespan.
+
+    `admin_token` (else $EXAMHALL_ADMIN_TOKEN) is accepted as an admin bearer token, so a
+    fresh box can be used, and its teams created over the CLI, before any token exists."""
+    admin_token = admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -91,7 +97,13 @@ def create_app(
         scheduler = Scheduler(sessions, backend, providers, max_containers=max_containers)
         scheduler.start()
         app.state.ctx = Context(
-            sessions, backend, scheduler, image, _image_digest(client, image), providers
+            sessions,
+            backend,
+            scheduler,
+            image,
+            _image_digest(client, image),
+            providers,
+            admin_token,
         )
         try:
             yield
@@ -106,122 +118,20 @@ def create_app(
         lifespan=lifespan,
     )
     _routes(app)
+    register_web(app)
     return app
 
 
-def ctx(request: Request) -> Context:
-    context: Context = request.app.state.ctx
-    return context
-
-
-Ctx = Annotated[Context, Depends(ctx)]
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
-
-
-def _job_view(session: Session, job: Job) -> JobView:
-    rows = session.execute(
-        select(Trial.variant, Trial.order, Trial.attempt, Trial.status, Trial.outcome).where(
-            Trial.job_id == job.id
-        )
-    ).all()
-    # Count planned trials by their latest attempt, so a retry never counts twice and the
-    # progress bar only reaches the end when the retries have run.
-    counts = TrialCounts(attempts=len(rows))
-    for row in final_attempts(rows):
-        setattr(counts, row.status, getattr(counts, row.status) + 1)
-        if row.outcome:
-            setattr(counts, row.outcome, getattr(counts, row.outcome) + 1)
-    return JobView(
-        id=job.id,
-        status=job.status,  # type: ignore[arg-type]
-        suite=job.suite_name,
-        suite_sha256=job.suite_sha256,
-        spec=job.spec,
-        planned_trials=job.planned,
-        counts=counts,
-        created_at=job.created_at,
-        finished_at=job.finished_at,
-    )
-
-
-def _trial_view(session: Session, trial: Trial) -> TrialView:
-    names = session.scalars(
-        select(Artifact.name).where(Artifact.trial_id == trial.id).order_by(Artifact.name)
-    ).all()
-    fields = {name: getattr(trial, name) for name in TrialView.model_fields if name != "artifacts"}
-    return TrialView(**fields, artifacts=list(names))
-
-
-def _get_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id)
-    if job is None:
-        raise HTTPException(404, f"No job {job_id}.")
-    return job
-
-
-def _get_trial(session: Session, trial_id: str) -> Trial:
-    trial = session.get(Trial, trial_id)
-    if trial is None:
-        raise HTTPException(404, f"No trial {trial_id}.")
-    return trial
-
-
-def _model_text(spec: dict[str, Any]) -> str:
-    """The job's model, or each arm's when the variants name their own."""
-    arms = {
-        name: f"{h['model']['provider']}/{h['model']['id']}" for name, h in spec["variants"].items()
-    }
-    if len(set(arms.values())) == 1:
-        return next(iter(arms.values()))
-    return ", ".join(f"{name}: {model}" for name, model in arms.items())
-
-
-def job_report(session: Session, job: Job) -> dict[str, Any]:
-    trials = session.scalars(select(Trial).where(Trial.job_id == job.id)).all()
-    facts = JobFacts(
-        id=job.id,
-        status=job.status,
-        suite_name=job.suite_name,
-        suite_sha256=job.suite_sha256,
-        rounds=job.rounds,
-        seed=job.seed,
-        planned=job.planned,
-        model=_model_text(job.spec),
-        image=job.image,
-        image_digest=job.image_digest,
-        service_version=job.service_version,
-        created_at=job.created_at,
-        baseline=job.spec.get("baseline"),
-        arms=tuple(job.spec.get("arms") or ()),
-        docs_sha256=job.spec.get("docs_sha256"),
-        docs_name=job.spec.get("docs_name"),
-    )
-    return build_report(
-        facts,
-        [
-            TrialFacts(
-                t.case_id,
-                t.variant,
-                t.round,
-                t.order,
-                t.attempt,
-                t.status,
-                t.outcome,
-                t.error_kind,
-                t.model_returned,
-                input_tokens=(t.usage or {}).get("input_tokens"),
-                output_tokens=(t.usage or {}).get("output_tokens"),
-                tool_calls=t.tool_calls,
-                latency_s=(t.timings or {}).get("run_agent"),
-                system_prompt_sha256=t.system_prompt_sha256,
-                limits_hit=tuple(t.limits_hit or ()),
-                cost_usd=(t.usage or {}).get("cost_usd"),
-            )
-            for t in trials
-        ],
-        case_order=job.spec["cases"],
-        generated_at=datetime.now(UTC).replace(tzinfo=None),
-    )
+# One event of the job stream (each `data` is a JSON object; see service/api/stream.py).
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["trial", "counts", "report", "end"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+    "required": ["event", "data"],
+}
 
 
 def _routes(app: FastAPI) -> None:
@@ -236,14 +146,18 @@ def _routes(app: FastAPI) -> None:
         body = {"detail": [{"loc": list(exc.loc), "msg": exc.message, "type": "value_error"}]}
         return JSONResponse(status_code=422, content=body)
 
-    @app.post(
-        "/v1/jobs",
+    # Authentication runs before the body is read, so a caller without a token learns
+    # nothing about the API beyond the 401.
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(principal)], responses=UNAUTHORIZED)
+
+    @v1.post(
+        "/jobs",
         status_code=201,
         response_model=JobCreated,
-        responses={422: {"model": ErrorBody}},
+        responses={400: {"model": ErrorBody}, 422: {"model": ErrorBody}},
         summary="Submit an eval job",
     )
-    def submit_job(body: JobRequest, c: Ctx) -> JobCreated:
+    def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
         try:
             bundle = resolve_suite(body)
             infos = list_cases(c.backend, bundle)
@@ -254,46 +168,91 @@ def _routes(app: FastAPI) -> None:
         check_models(body, design, infos, c.providers)
         with c.sessions.begin() as session:
             job = create_job(
-                session, body, bundle, design, image=c.image, image_digest=c.image_digest
+                session,
+                body,
+                bundle,
+                design,
+                image=c.image,
+                image_digest=c.image_digest,
+                team_id=caller.team_id,
             )
             created = JobCreated(id=job.id, planned_trials=job.planned, status=job.status)
         c.scheduler.wake()
         return created
 
-    @app.get("/v1/jobs", response_model=list[JobView], summary="List jobs, newest first")
-    def list_jobs(c: Ctx, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[JobView]:
+    @v1.get("/jobs", response_model=list[JobView], summary="List jobs, newest first")
+    def list_jobs(
+        c: Ctx, caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> list[JobView]:
         with c.sessions() as session:
-            jobs = session.scalars(select(Job).order_by(Job.created_at.desc()).limit(limit)).all()
-            return [_job_view(session, job) for job in jobs]
+            query = visible_jobs(caller).order_by(Job.created_at.desc()).limit(limit)
+            return [job_view(session, job) for job in session.scalars(query).all()]
 
-    @app.get("/v1/jobs/{job_id}", response_model=JobView, responses=NOT_FOUND)
-    def get_job(job_id: str, c: Ctx) -> JobView:
+    @v1.get("/jobs/{job_id}", response_model=JobView, responses=NOT_FOUND)
+    def get_one_job(job_id: str, c: Ctx, caller: Caller) -> JobView:
         with c.sessions() as session:
-            return _job_view(session, _get_job(session, job_id))
+            return job_view(session, get_job(session, caller, job_id))
 
-    @app.get("/v1/jobs/{job_id}/trials", response_model=list[TrialView], responses=NOT_FOUND)
-    def job_trials(job_id: str, c: Ctx) -> list[TrialView]:
+    @v1.delete(
+        "/jobs/{job_id}",
+        response_model=JobView,
+        responses={**NOT_FOUND, 409: {"model": ErrorBody}},
+        summary="Cancel a job",
+        description="Queued trials are dropped and running ones stopped (their containers "
+        "removed, their partial transcripts dropped); finished trials are kept. Cancelling a "
+        "cancelled job changes nothing; a finished job cannot be cancelled (409).",
+    )
+    def cancel(job_id: str, c: Ctx, caller: Caller) -> JobView:
+        return cancel_job(c, caller, job_id)
+
+    @v1.get(
+        "/jobs/{job_id}/stream",
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "content": {"text/event-stream": {"schema": SSE_EVENT}},
+                "description": "Server-sent events: trial, counts, report, and end (last)",
+            },
+            **NOT_FOUND,
+        },
+        summary="Follow a job's progress",
+    )
+    def stream_job(job_id: str, request: Request, c: Ctx, caller: Caller) -> StreamingResponse:
         with c.sessions() as session:
-            _get_job(session, job_id)
+            get_job(session, caller, job_id)
+        return StreamingResponse(
+            job_events(JobWatch(c.sessions, job_id), request.is_disconnected),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @v1.get("/jobs/{job_id}/trials", response_model=list[TrialView], responses=NOT_FOUND)
+    def job_trials(job_id: str, c: Ctx, caller: Caller) -> list[TrialView]:
+        with c.sessions() as session:
+            get_job(session, caller, job_id)
             trials = session.scalars(
                 select(Trial).where(Trial.job_id == job_id).order_by(Trial.order, Trial.attempt)
             ).all()
-            return [_trial_view(session, t) for t in trials]
+            return [trial_view(session, t) for t in trials]
 
-    @app.get("/v1/trials/{trial_id}", response_model=TrialView, responses=NOT_FOUND)
-    def get_trial(trial_id: str, c: Ctx) -> TrialView:
+    @v1.get("/trials/{trial_id}", response_model=TrialView, responses=NOT_FOUND)
+    def get_one_trial(trial_id: str, c: Ctx, caller: Caller) -> TrialView:
         with c.sessions() as session:
-            return _trial_view(session, _get_trial(session, trial_id))
+            return trial_view(session, get_trial(session, caller, trial_id))
 
-    @app.get("/v1/trials/{trial_id}/events", response_model=list[EventView], responses=NOT_FOUND)
+    @v1.get("/trials/{trial_id}/events", response_model=list[EventView], responses=NOT_FOUND)
     def trial_events(
         trial_id: str,
         c: Ctx,
-        after: Annotated[int, Query(ge=0, description="only events with seq > after")] = 0,
+        caller: Caller,
+        # Bounded by the seq column's type (a 32-bit integer on PostgreSQL).
+        after: Annotated[
+            int, Query(ge=0, le=2**31 - 1, description="only events with seq > after")
+        ] = 0,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     ) -> list[EventView]:
         with c.sessions() as session:
-            _get_trial(session, trial_id)
+            get_trial(session, caller, trial_id)
             rows = session.scalars(
                 select(EventRow)
                 .where(EventRow.trial_id == trial_id, EventRow.seq > after)
@@ -302,8 +261,8 @@ def _routes(app: FastAPI) -> None:
             ).all()
             return [EventView(seq=r.seq, type=r.type, payload=r.payload) for r in rows]
 
-    @app.get(
-        "/v1/trials/{trial_id}/artifacts/{name}",
+    @v1.get(
+        "/trials/{trial_id}/artifacts/{name}",
         response_class=Response,
         responses={
             200: {
@@ -316,9 +275,9 @@ def _routes(app: FastAPI) -> None:
             **NOT_FOUND,
         },
     )
-    def trial_artifact(trial_id: str, name: str, c: Ctx) -> Response:
+    def trial_artifact(trial_id: str, name: str, c: Ctx, caller: Caller) -> Response:
         with c.sessions() as session:
-            _get_trial(session, trial_id)
+            get_trial(session, caller, trial_id)
             artifact = session.scalar(
                 select(Artifact).where(Artifact.trial_id == trial_id, Artifact.name == name)
             )
@@ -329,8 +288,8 @@ def _routes(app: FastAPI) -> None:
             )
             return Response(artifact.content, media_type=media, headers={"ETag": artifact.sha256})
 
-    @app.get(
-        "/v1/jobs/{job_id}/report",
+    @v1.get(
+        "/jobs/{job_id}/report",
         responses={
             200: {
                 "model": Report,
@@ -340,9 +299,62 @@ def _routes(app: FastAPI) -> None:
             **NOT_FOUND,
         },
     )
-    def report(job_id: str, c: Ctx, format: Literal["json", "text"] = "json") -> Response:
+    def report(
+        job_id: str, c: Ctx, caller: Caller, format: Literal["json", "text"] = "json"
+    ) -> Response:
         with c.sessions() as session:
-            data = job_report(session, _get_job(session, job_id))
+            data = job_report(session, get_job(session, caller, job_id))
         if format == "text":
             return PlainTextResponse(render_text(data))
         return JSONResponse(data)
+
+    app.include_router(v1)
+    allow.install(app)
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={**UNAUTHORIZED, **NOT_FOUND},
+        summary="Prometheus metrics (admin token)",
+    )
+    def prometheus(c: Ctx, _admin: Admin) -> PlainTextResponse:
+        with c.sessions() as session:
+            body = metrics.render(session, c.scheduler.running_count())
+        return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
+
+    @app.get(
+        "/healthz",
+        responses={503: {"model": Health}},
+        response_model=Health,
+        summary="Database and Docker engine reachable (no token needed)",
+    )
+    def healthz(c: Ctx) -> JSONResponse:
+        checks = {"database": _check_database(c), "docker": _check_docker(c)}
+        healthy = all(v == "ok" for v in checks.values())
+        return JSONResponse(
+            Health(status="ok" if healthy else "unavailable", **checks).model_dump(),
+            status_code=200 if healthy else 503,
+        )
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    database: str
+    docker: str
+
+
+def _check_database(c: Context) -> str:
+    try:
+        with c.sessions() as session:
+            session.execute(text("SELECT 1"))
+    except Exception as exc:  # any failure is the answer, not a crash of the probe
+        return f"unreachable: {type(exc).__name__}"
+    return "ok"
+
+
+def _check_docker(c: Context) -> str:
+    try:
+        c.backend.client.ping()
+    except Exception as exc:
+        return f"unreachable: {type(exc).__name__}"
+    return "ok"

@@ -169,7 +169,7 @@ class Record(_Strict):
 class Report(_Strict):
     schema_version: int
     job: str
-    status: Literal["queued", "running", "finished"]
+    status: Literal["queued", "running", "finished", "cancelled"]
     k: int
     variants: list[VariantReport]
     comparisons: list[Comparison]

@@ -4,14 +4,30 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+)
 
 from sandbox.prompt import section_marker
 from sandbox.protocol import ErrorKind
 from sandbox.tools import TOOLS
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# The store keeps naive UTC; on the wire a time carries its offset, as RFC 3339 requires.
+Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
 
 
 class UploadedSuite(BaseModel):
@@ -193,14 +209,16 @@ class TrialCounts(BaseModel):
 
 class JobView(BaseModel):
     id: str
-    status: Literal["queued", "running", "finished"]
+    status: Literal["queued", "running", "finished", "cancelled"]
+    # The submitting team; null for jobs submitted with an admin token.
+    team: str | None = None
     suite: str
     suite_sha256: str
     spec: dict[str, Any]
     planned_trials: int
     counts: TrialCounts
-    created_at: datetime
-    finished_at: datetime | None
+    created_at: Timestamp
+    finished_at: Timestamp | None
 
 
 class TrialView(BaseModel):
@@ -226,8 +244,8 @@ class TrialView(BaseModel):
     judges: list[Any] | None
     timings: dict[str, Any] | None
     container_id: str | None
-    started_at: datetime | None
-    finished_at: datetime | None
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
     wall_s: float | None
     artifacts: list[str] = Field(default_factory=list)
 

@@ -313,8 +313,12 @@ class DockerBackend:
 
     def stop_all(self) -> None:
         """Kill every running trial's container; their runs return at once."""
+        self.stop(self.running_trials())
+
+    def stop(self, trial_ids: set[str]) -> None:
+        """Kill these trials' containers; their runs return at once and remove them."""
         with self._lock:
-            containers = [c for c in self._running.values() if c is not None]
+            containers = [c for t, c in self._running.items() if t in trial_ids and c is not None]
         for container in containers:
             self._kill(container)
 

@@ -191,7 +191,12 @@ def build_report(
         notes.append(
             "One repetition cannot establish stability: pass^k needs k >= 2 rounds per case."
         )
-    if job.status != "finished":
+    if job.status == "cancelled":
+        notes.append(
+            f"The job was cancelled: {finished} of {job.planned} planned trials finished, and "
+            "these numbers cover only those."
+        )
+    elif job.status != "finished":
         notes.append(
             f"The job is still {job.status}: {finished} of {job.planned} trials finished; "
             "these numbers will change."

@@ -6,7 +6,19 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -22,17 +34,44 @@ class Suite(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime)
 
 
+class Team(Base):
+    __tablename__ = "teams"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    # Containers this team's trials may hold at once, on top of the box's own limit.
+    max_containers: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Token(Base):
+    """An API token, kept only as its sha256: the token itself is shown once, at creation."""
+
+    __tablename__ = "tokens"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    # None for an admin token, which belongs to no team and sees every team's jobs.
+    team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id"))
+    admin: Mapped[bool] = mapped_column(Boolean)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    # The token's first characters, so an admin can tell tokens apart without the secret.
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
 class Job(Base):
     __tablename__ = "jobs"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    # queued -> running -> finished
+    # queued -> running -> finished, or cancelled from either of the first two
     status: Mapped[str] = mapped_column(String(20), index=True)
+    # The submitting team; None for jobs an admin token submitted.
+    team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id"), index=True)
     suite_sha256: Mapped[str] = mapped_column(ForeignKey("suites.sha256"))
     suite_name: Mapped[str] = mapped_column(String(200))
     # The validated request, as submitted (model, cases, rounds, limits, seed, ...).
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     rounds: Mapped[int] = mapped_column(Integer)
-    seed: Mapped[int] = mapped_column(Integer)
+    # The API accepts seeds up to 2**32 - 1; PostgreSQL's integer stops at 2**31 - 1.
+    seed: Mapped[int] = mapped_column(BigInteger)
     max_infra_retries: Mapped[int] = mapped_column(Integer)
     planned: Mapped[int] = mapped_column(Integer)
     image: Mapped[str] = mapped_column(String(200))

@@ -15,18 +15,40 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy import select
 
 from evals import probes
 from service.api.app import create_app
 from service.backends.docker import DockerBackend
+from service.store.db import make_engine, session_factory
+from service.store.models import Team
+from service.teams import create_team, create_token
 
 
 @dataclass
 class Server:
     url: str
     database_url: str
-    http: httpx.Client
+    http: httpx.Client  # sends the admin token
     stop: Callable[[], None]
+    token: str  # the box's admin token
+
+    def team_token(self, team: str, max_containers: int | None = None) -> str:
+        """A token of `team`, created (with its cap) on first use, as `examhall admin` does."""
+        engine = make_engine(self.database_url)
+        try:
+            with session_factory(engine).begin() as session:
+                found = session.scalar(select(Team).where(Team.name == team))
+                if found is None:
+                    found = create_team(session, team, max_containers)
+                return create_token(session, found)
+        finally:
+            engine.dispose()
+
+    def as_team(self, token: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, timeout=120, headers={"Authorization": f"Bearer {token}"}
+        )
 
     def submit(self, **body: Any) -> dict[str, Any]:
         response = self.http.post("/v1/jobs", json=body)
@@ -38,7 +60,7 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             job: dict[str, Any] = self.http.get(f"/v1/jobs/{job_id}").json()
-            if job["status"] == "finished":
+            if job["status"] in ("finished", "cancelled"):
                 return job
             time.sleep(0.2)
         raise AssertionError(f"job {job_id} did not finish in {timeout} s")
@@ -51,41 +73,52 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture
-def start_server(tmp_path: Path, sandbox_image: str) -> Iterator[Callable[..., Server]]:
-    """Start control planes; each is stopped (and its scheduler drained) after the test."""
-    running: list[tuple[uvicorn.Server, threading.Thread, httpx.Client]] = []
+def serve(
+    database_url: str,
+    *,
+    max_containers: int = 2,
+    make_backend: Callable[[str], DockerBackend] | None = None,
+) -> Server:
+    """A control plane on a loopback port, in a thread of this process, with an admin token."""
+    token = f"exh_test_admin_{uuid.uuid4().hex}"
+    app = create_app(
+        database_url,
+        max_containers=max_containers,
+        make_backend=make_backend,
+        admin_token=token,
+    )
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{port}"
+    http = httpx.Client(base_url=url, timeout=120, headers={"Authorization": f"Bearer {token}"})
 
-    def start(
-        *, max_containers: int = 2, make_backend: Callable[[str], DockerBackend] | None = None
-    ) -> Server:
-        database_url = f"sqlite:///{tmp_path / f'examhall-{len(running)}.db'}"
-        app = create_app(database_url, max_containers=max_containers, make_backend=make_backend)
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 120
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.05)
-        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
-        running.append((server, thread, http))
-
-        def stop() -> None:
-            http.close()
-            server.should_exit = True
-            thread.join(timeout=60)
-
-        return Server(f"http://127.0.0.1:{port}", database_url, http, stop)
-
-    yield start
-    for server, thread, http in running:
+    def stop() -> None:
         http.close()
         server.should_exit = True
         thread.join(timeout=60)
+
+    return Server(url, database_url, http, stop, token)
+
+
+@pytest.fixture
+def start_server(tmp_path: Path, sandbox_image: str) -> Iterator[Callable[..., Server]]:
+    """Start control planes; each is stopped (and its scheduler drained) after the test."""
+    running: list[Server] = []
+
+    def start(**kwargs: Any) -> Server:
+        database_url = f"sqlite:///{tmp_path / f'examhall-{len(running)}.db'}"
+        running.append(serve(database_url, **kwargs))
+        return running[-1]
+
+    yield start
+    for server in running:
+        server.stop()
 
 
 PROVIDER_KEY_ENV = "EXAMHALL_TEST_PROVIDER_KEY"

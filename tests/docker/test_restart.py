@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,16 @@ from tests.docker.conftest import free_port
 
 pytestmark = pytest.mark.docker
 
+TOKEN = f"exh_restart_{uuid.uuid4().hex}"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
 
 def _serve(database: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "EXAMHALL_DATABASE_URL": f"sqlite:///{database}",
         "EXAMHALL_MAX_CONTAINERS": "1",
+        "EXAMHALL_ADMIN_TOKEN": TOKEN,
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
@@ -37,7 +42,7 @@ def _serve(database: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/jobs", timeout=2).status_code == 200:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
                 return process
         except httpx.TransportError:
             time.sleep(0.1)
@@ -81,6 +86,7 @@ def test_sigkill_mid_job_then_restart(
             "model": {"provider": "faux", "id": "solution"},
             "rounds": 2,
         },
+        headers=AUTH,
         timeout=120,
     ).json()
     job_id = created["id"]
@@ -89,7 +95,9 @@ def test_sigkill_mid_job_then_restart(
         return docker_client.containers.list(all=True, filters={"label": f"{LABEL_JOB}={job_id}"})
 
     def trials() -> list[dict[str, object]]:
-        result: list[dict[str, object]] = httpx.get(f"{url}/v1/jobs/{job_id}/trials").json()
+        result: list[dict[str, object]] = httpx.get(
+            f"{url}/v1/jobs/{job_id}/trials", headers=AUTH
+        ).json()
         return result
 
     # Let one trial finish and the next one get under way, then kill the control plane.
@@ -106,7 +114,7 @@ def test_sigkill_mid_job_then_restart(
     # On start the orphan is removed (the trial's rerun gets a new container).
     assert not orphans & {c.id for c in containers()}  # type: ignore[attr-defined]
     _wait_for(
-        lambda: httpx.get(f"{url}/v1/jobs/{job_id}").json()["status"] == "finished",
+        lambda: httpx.get(f"{url}/v1/jobs/{job_id}", headers=AUTH).json()["status"] == "finished",
         120,
         "the job to finish after the restart",
     )
@@ -117,10 +125,10 @@ def test_sigkill_mid_job_then_restart(
     ]
     assert all(t["status"] == "finished" and t["outcome"] == "passed" for t in final)
     # The interrupted trial ran again from scratch: one clean transcript, no duplicates.
-    events = httpx.get(f"{url}/v1/trials/{interrupted}/events").json()
+    events = httpx.get(f"{url}/v1/trials/{interrupted}/events", headers=AUTH).json()
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert sum(e["type"] == "tool_call" for e in events) == 2
-    report = httpx.get(f"{url}/v1/jobs/{job_id}/report").json()
+    report = httpx.get(f"{url}/v1/jobs/{job_id}/report", headers=AUTH).json()
     assert report["variants"][0]["scored_trials"] == 4
     assert report["variants"][0]["outcomes"]["passed"] == 4
     assert not containers()

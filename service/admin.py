@@ -1,0 +1,104 @@
+"""`examhall admin`: teams and tokens, straight on the store (run it on the box)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.store.db import make_engine, migrate, session_factory
+from service.store.models import Job, Team, Token
+from service.store.queries import dict_of
+from service.teams import TeamError, create_team, create_token, find_team, revoke_tokens
+
+
+def _sessions() -> sessionmaker[Session]:
+    engine = make_engine()
+    migrate(engine)
+    return session_factory(engine)
+
+
+def cmd_create_team(args: argparse.Namespace) -> int:
+    with _sessions().begin() as session:
+        team = create_team(session, args.name, args.max_containers)
+        cap = f", at most {team.max_containers} containers" if team.max_containers else ""
+    print(f"Created team {args.name}{cap}.")
+    print(f"Give it a token: examhall admin create-token {args.name}", file=sys.stderr)
+    return 0
+
+
+def cmd_create_token(args: argparse.Namespace) -> int:
+    if bool(args.team) == args.admin:
+        raise TeamError("Name a TEAM, or pass --admin for a token that sees every team's jobs.")
+    with _sessions().begin() as session:
+        token = create_token(session, None if args.admin else find_team(session, args.team))
+    owner = "an admin" if args.admin else f"team {args.team}"
+    print(f"A new token for {owner}. It is shown only this once:", file=sys.stderr)
+    print(token)
+    return 0
+
+
+def cmd_teams(_args: argparse.Namespace) -> int:
+    with _sessions()() as session:
+        jobs = dict_of(session, select(Job.team_id, func.count()).group_by(Job.team_id))
+        tokens = dict_of(
+            session,
+            select(Token.team_id, func.count())
+            .where(Token.revoked_at.is_(None))
+            .group_by(Token.team_id),
+        )
+        print(f"{'team':24} {'max containers':>14} {'tokens':>6} {'jobs':>6}")
+        for team in session.scalars(select(Team).order_by(Team.name)):
+            cap = str(team.max_containers) if team.max_containers else "-"
+            print(f"{team.name:24} {cap:>14} {tokens.get(team.id, 0):>6} {jobs.get(team.id, 0):>6}")
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    with _sessions().begin() as session:
+        count = revoke_tokens(session, args.prefix)
+    print(f"Revoked {count} token(s).")
+    return 0 if count else 1
+
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _run(func: Command) -> Command:
+    def guarded(args: argparse.Namespace) -> int:
+        try:
+            result: int = func(args)
+        except TeamError as exc:
+            print(f"examhall: {exc}", file=sys.stderr)
+            return 2
+        return result
+
+    return guarded
+
+
+def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    admin = sub.add_parser(
+        "admin", help="teams and API tokens (on the box; uses $EXAMHALL_DATABASE_URL)"
+    ).add_subparsers(dest="admin_command", required=True)
+
+    team = admin.add_parser("create-team", help="add a team")
+    team.add_argument("name")
+    team.add_argument(
+        "--max-containers", type=int, help="cap on this team's containers running at once"
+    )
+    team.set_defaults(func=_run(cmd_create_team))
+
+    token = admin.add_parser("create-token", help="a new API token, printed once")
+    token.add_argument("team", nargs="?")
+    token.add_argument("--admin", action="store_true", help="a token that sees every team")
+    token.set_defaults(func=_run(cmd_create_token))
+
+    teams = admin.add_parser("teams", help="list teams")
+    teams.set_defaults(func=_run(cmd_teams))
+
+    revoke = admin.add_parser("revoke-token", help="revoke tokens by their first characters")
+    revoke.add_argument("prefix")
+    revoke.set_defaults(func=_run(cmd_revoke))

@@ -1,0 +1,33 @@
+"""What every request handler shares: the store, the scheduler, the image and the providers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.backends.docker import DockerBackend
+from service.providers import ProviderRegistry
+from service.scheduler import Scheduler
+
+
+@dataclass
+class Context:
+    sessions: sessionmaker[Session]
+    backend: DockerBackend
+    scheduler: Scheduler
+    image: str
+    image_digest: str | None
+    providers: ProviderRegistry
+    # The box's bootstrap admin token (EXAMHALL_ADMIN_TOKEN), if one is configured.
+    admin_token: str | None
+
+
+def ctx(request: Request) -> Context:
+    context: Context = request.app.state.ctx
+    return context
+
+
+Ctx = Annotated[Context, Depends(ctx)]

@@ -1,0 +1,130 @@
+"""A job's live progress as server-sent events.
+
+The stream polls the store rather than listening to this process's scheduler, because the
+trials of one job may be run by several control planes on one database. Events:
+
+- `trial`: a trial started or finished (id, case, variant, round, attempt, status, outcome);
+- `counts`: the job's status and counts, whenever they change;
+- `report`: each variant's pass rates and each comparison's lift, when a trial finishes
+  (at most every REPORT_EVERY_S, since a report reads every trial);
+- `end`: the job finished or was cancelled; the stream closes after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
+
+from service.api.views import job_counts, job_report
+from service.store.models import Job, Trial
+
+POLL_S = 0.5
+REPORT_EVERY_S = 2.0
+KEEPALIVE_S = 15.0
+DONE = ("finished", "cancelled")
+
+
+def sse(event: str, data: dict[str, Any]) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def report_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of a report: small enough to send on every change."""
+
+    def metric(m: dict[str, Any]) -> dict[str, Any]:
+        return {"value": m["value"], "ci95": m["ci95"]}
+
+    return {
+        "variants": {
+            v["name"]: {
+                "pass_at_1": metric(v["pass_at_1"]),
+                "pass_hat_k": metric(v["pass_hat_k"]),
+                "scored_trials": v["scored_trials"],
+            }
+            for v in report["variants"]
+        },
+        "comparisons": [
+            {
+                "baseline": c["baseline"],
+                "candidate": c["candidate"],
+                "lift_pp": (c.get("headline") or {}).get("lift_pp"),
+                "lift_ci95_pp": (c.get("headline") or {}).get("lift_ci95_pp"),
+            }
+            for c in report.get("comparisons", [])
+        ],
+    }
+
+
+class JobWatch:
+    """What a client has been told about one job, and what has changed since."""
+
+    def __init__(self, sessions: sessionmaker[Session], job_id: str) -> None:
+        self.sessions = sessions
+        self.job_id = job_id
+        self.trials: dict[str, str] = {}
+        self.counts: dict[str, Any] | None = None
+        self.finished = -1
+        self.report_at = 0.0
+
+    def poll(self) -> tuple[list[str], bool]:
+        """The events to send now, and whether the job is over."""
+        out: list[str] = []
+        with self.sessions() as session:
+            job = session.get(Job, self.job_id)
+            if job is None:  # deleted under us; nothing more will come
+                return [sse("end", {"status": "gone"})], True
+            rows = session.execute(
+                select(
+                    Trial.id,
+                    Trial.case_id,
+                    Trial.variant,
+                    Trial.round,
+                    Trial.attempt,
+                    Trial.status,
+                    Trial.outcome,
+                ).where(Trial.job_id == self.job_id, Trial.status != "queued")
+            ).all()
+            for row in rows:
+                if self.trials.get(row.id) != row.status:
+                    self.trials[row.id] = row.status
+                    out.append(sse("trial", dict(row._mapping)))
+            counts = {"status": job.status, **job_counts(session, job.id).model_dump()}
+            if counts != self.counts:
+                self.counts = counts
+                out.append(sse("counts", {"planned_trials": job.planned, **counts}))
+            finished = counts["finished"]
+            over = job.status in DONE
+            due = time.monotonic() - self.report_at >= REPORT_EVERY_S
+            if finished != self.finished and (due or over):
+                self.finished = finished
+                self.report_at = time.monotonic()
+                out.append(sse("report", report_summary(job_report(session, job))))
+            if over:
+                out.append(sse("end", {"status": job.status}))
+        return out, over
+
+
+async def job_events(
+    watch: JobWatch, disconnected: Callable[[], Any], *, poll_s: float = POLL_S
+) -> AsyncIterator[str]:
+    last_sent = time.monotonic()
+    while True:
+        events, over = await run_in_threadpool(watch.poll)
+        for event in events:
+            yield event
+        if events:
+            last_sent = time.monotonic()
+        elif time.monotonic() - last_sent > KEEPALIVE_S:
+            # A comment line: proxies and clients see the connection is alive.
+            yield ": keepalive\n\n"
+            last_sent = time.monotonic()
+        if over or await disconnected():
+            return
+        await asyncio.sleep(poll_s)

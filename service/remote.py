@@ -1,0 +1,160 @@
+"""Commands that talk to a running control plane over HTTP: submit, cancel, report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from sandbox.protocol import ModelRef
+from service.client import ApiError, Client, default_server
+
+SUITE_HELP = "a suite file (.py, uploaded) or the name of a suite the server ships"
+
+
+def suite_field(suite: str) -> str | dict[str, str]:
+    path = Path(suite)
+    if path.suffix == ".py" or path.exists():
+        try:
+            return {"name": path.stem, "source": path.read_text()}
+        except OSError as exc:
+            raise ValueError(f"Cannot read suite file {suite}: {exc.strerror}.") from None
+    return suite
+
+
+def job_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The POST /v1/jobs body: --body's JSON object, with the flags on top."""
+    body: dict[str, Any] = {}
+    if args.body:
+        try:
+            loaded = json.loads(Path(args.body).read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Cannot read --body {args.body}: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"--body {args.body} must hold a JSON object (a job body).")
+        body.update(loaded)
+    body["suite"] = suite_field(args.suite)
+    if args.model:
+        model = ModelRef.parse(args.model)
+        body["model"] = {"provider": model.provider, "id": model.id}
+    if args.cases:
+        body["cases"] = [c for c in args.cases.split(",") if c]
+    for flag in ("rounds", "seed"):
+        if getattr(args, flag) is not None:
+            body[flag] = getattr(args, flag)
+    if args.timeout is not None:
+        body.setdefault("limits", {})["timeout_s"] = args.timeout
+    return body
+
+
+def follow_and_report(client: Client, job_id: str) -> int:
+    """Progress bar from the job's stream, then the text report. Exit 1 when a comparison's
+    headline is withheld, 3 when the job was cancelled."""
+    job = client.wait(job_id)
+    print(client.report_text(job_id), end="")
+    if job["status"] == "cancelled":
+        return 3
+    withheld = [c for c in client.report_json(job_id).get("comparisons", []) if not c["headline"]]
+    return 1 if withheld else 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    try:
+        body = job_body(args)
+    except ValueError as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    client = Client(args.server, args.token)
+    job_id = None
+    try:
+        job = client.submit(body)
+        job_id = job["id"]
+        print(f"Submitted {job_id}: {job['planned_trials']} trials.", file=sys.stderr)
+        if args.detach:
+            print(job_id)
+            return 0
+        return follow_and_report(client, job_id)
+    except (ApiError, httpx.TransportError) as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if job_id:
+            print(
+                f"\nStopped following {job_id}; it goes on running. "
+                f"Cancel it with `examhall cancel {job_id}`.",
+                file=sys.stderr,
+            )
+        return 130
+    finally:
+        client.close()
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    client = Client(args.server, args.token)
+    try:
+        job = client.cancel(args.job)
+    except (ApiError, httpx.TransportError) as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        client.close()
+    counts = job["counts"]
+    print(f"{args.job}: {job['status']}; kept {counts['finished']} finished trial(s).")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Print a job's report; exit 1 when any comparison's headline is withheld."""
+    client = Client(args.server, args.token)
+    try:
+        report = client.report_json(args.job)
+        print(json.dumps(report, indent=2) if args.json else client.report_text(args.job), end="")
+    except (ApiError, httpx.TransportError) as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        client.close()
+    if args.json:
+        print()
+    withheld = [c for c in report.get("comparisons", []) if c.get("headline") is None]
+    return 1 if withheld else 0
+
+
+def _connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server", default=default_server(), help="control plane URL ($EXAMHALL_SERVER)"
+    )
+    parser.add_argument("--token", help="API token (default $EXAMHALL_TOKEN)")
+
+
+def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    submit = sub.add_parser("submit", help="submit a job, follow its progress and print its report")
+    submit.add_argument("suite", help=SUITE_HELP)
+    submit.add_argument("--model", help="PROVIDER/MODEL (default: the server's)")
+    submit.add_argument("--rounds", type=int, help="runs of each case (k)")
+    submit.add_argument("--cases", help="comma-separated case ids (default: all)")
+    submit.add_argument("--seed", type=int)
+    submit.add_argument("--timeout", type=float, help="per-trial timeout, seconds")
+    submit.add_argument(
+        "--body", help="a JSON file with more of the job body (variants, docs, limits, ...)"
+    )
+    submit.add_argument("--detach", action="store_true", help="print the job id and return at once")
+    _connection(submit)
+    submit.set_defaults(func=cmd_submit)
+
+    cancel = sub.add_parser("cancel", help="cancel a job (finished trials are kept)")
+    cancel.add_argument("job")
+    _connection(cancel)
+    cancel.set_defaults(func=cmd_cancel)
+
+    report = sub.add_parser(
+        "report", help="print a job's report (exit 1 when a comparison's headline is withheld)"
+    )
+    report.add_argument("job")
+    report.add_argument("--json", action="store_true")
+    _connection(report)
+    report.set_defaults(func=cmd_report)

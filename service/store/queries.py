@@ -1,0 +1,13 @@
+"""Small query helpers shared by the API, the scheduler and the admin commands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Select
+from sqlalchemy.orm import Session
+
+
+def dict_of(session: Session, query: Select[Any, Any]) -> dict[Any, Any]:
+    """A two-column query's rows as {first: second}, e.g. a GROUP BY count."""
+    return {key: value for key, value in session.execute(query)}

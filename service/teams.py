@@ -1,0 +1,125 @@
+"""Teams and API tokens: who may submit, see and cancel which jobs.
+
+A token is 32 random bytes; only its sha256 is stored, so a leaked database does not leak
+working tokens. A fast hash is enough because the token is random, not a password: there is
+nothing to guess at 2^256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.store.models import Team, Token
+
+TOKEN_PREFIX = "exh_"
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+class TeamError(ValueError):
+    """Bad input to a team or token command; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a team, or an admin, who sees and cancels every team's jobs."""
+
+    team_id: str | None
+    name: str
+    admin: bool
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def create_team(session: Session, name: str, max_containers: int | None = None) -> Team:
+    if not _NAME.fullmatch(name):
+        raise TeamError(
+            f"Team name {name!r} is not allowed: use 1-63 lowercase letters, digits, '-' or '_', "
+            "starting with a letter or digit."
+        )
+    if max_containers is not None and max_containers < 1:
+        raise TeamError(f"max_containers must be at least 1, not {max_containers}.")
+    if session.scalar(select(Team).where(Team.name == name)) is not None:
+        raise TeamError(f"Team {name!r} already exists.")
+    team = Team(
+        id=f"team-{uuid.uuid4().hex[:12]}",
+        name=name,
+        max_containers=max_containers,
+        created_at=_now(),
+    )
+    session.add(team)
+    session.flush()
+    return team
+
+
+def find_team(session: Session, name: str) -> Team:
+    team = session.scalar(select(Team).where(Team.name == name))
+    if team is None:
+        raise TeamError(
+            f"No team {name!r}. Create it with `examhall admin create-team {name}`, or list "
+            "teams with `examhall admin teams`."
+        )
+    return team
+
+
+def create_token(session: Session, team: Team | None) -> str:
+    """A new token for `team` (an admin token when None). Returned once, stored hashed."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    session.add(
+        Token(
+            id=f"token-{uuid.uuid4().hex[:12]}",
+            team_id=team.id if team else None,
+            admin=team is None,
+            sha256=hash_token(token),
+            prefix=token[:12],
+            created_at=_now(),
+        )
+    )
+    session.flush()
+    return token
+
+
+def authenticate(session: Session, token: str, admin_token: str | None = None) -> Principal | None:
+    """The principal a bearer token stands for, or None when it is unknown or revoked.
+
+    `admin_token` is the box's bootstrap admin token (EXAMHALL_ADMIN_TOKEN), compared in
+    constant time so response timing does not reveal how much of a guess matched."""
+    if admin_token and hmac.compare_digest(token.encode(), admin_token.encode()):
+        return Principal(team_id=None, name="admin", admin=True)
+    row = session.scalar(
+        select(Token).where(Token.sha256 == hash_token(token), Token.revoked_at.is_(None))
+    )
+    if row is None:
+        return None
+    if row.admin:
+        return Principal(team_id=None, name="admin", admin=True)
+    team = session.get(Team, row.team_id)
+    if team is None:
+        return None
+    return Principal(team_id=team.id, name=team.name, admin=False)
+
+
+def revoke_tokens(session: Session, prefix: str) -> int:
+    """Revoke the live tokens that start with `prefix` (as `admin tokens` lists them)."""
+    if len(prefix) < 8:
+        raise TeamError("Give at least the first 8 characters of the token to revoke.")
+    rows = session.scalars(
+        select(Token).where(Token.prefix.startswith(prefix[:12]), Token.revoked_at.is_(None))
+    ).all()
+    for row in rows:
+        row.revoked_at = _now()
+    return len(rows)

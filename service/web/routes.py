@@ -1,0 +1,213 @@
+"""The UI's routes under /ui, registered on the control plane's app.
+
+They read the store with the API's own scoping (service/api/views.py), so a team sees the
+same jobs here as over the API, and another team's job is "not found" in both. The browser
+authenticates with the token it posted to the login form, kept in an HttpOnly,
+SameSite=Strict cookie that the API also accepts, so artifact links work as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+from urllib.parse import parse_qs, quote
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+
+from service.api.auth import COOKIE, presented_token
+from service.api.context import Context, Ctx
+from service.api.schemas import EventView
+from service.api.views import (
+    cancel_job,
+    get_job,
+    get_trial,
+    job_report,
+    job_view,
+    trial_view,
+    visible_jobs,
+)
+from service.store.models import Event, Job, Trial
+from service.teams import Principal, authenticate
+from service.web import pages
+
+JOBS_SHOWN = 200
+# A transcript longer than this is cut on the page; session.jsonl has all of it.
+EVENTS_SHOWN = 5000
+# A login form is one token; anything much larger is not one.
+MAX_FORM_BYTES = 16 * 1024
+# No script may run on a UI page, whatever a transcript manages to smuggle into it.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+_LOCAL_UI_PATH = re.compile(r"/ui/[A-Za-z0-9/_.\-]*")
+
+
+class LoginRequired(Exception):
+    """No valid token came with a UI request; the browser is sent to the login form."""
+
+    def __init__(self, next_url: str) -> None:
+        super().__init__(next_url)
+        self.next_url = next_url
+
+
+def ui_principal(request: Request, c: Ctx) -> Principal:
+    token = presented_token(request)
+    found = None
+    if token is not None:
+        with c.sessions() as session:
+            found = authenticate(session, token, c.admin_token)
+    if found is None:
+        # After login the browser GETs `next`; a form's target cannot be replayed that way.
+        raise LoginRequired(request.url.path if request.method == "GET" else "/ui/jobs")
+    return found
+
+
+UiCaller = Annotated[Principal, Depends(ui_principal)]
+
+
+def safe_next(value: str | None) -> str:
+    """Where to go after login: only a UI path here, so the form cannot redirect offsite."""
+    if value and _LOCAL_UI_PATH.fullmatch(value) and "//" not in value:
+        return value
+    return "/ui/jobs"
+
+
+def html(body: str, status_code: int = 200) -> HTMLResponse:
+    return HTMLResponse(body, status_code=status_code, headers=SECURITY_HEADERS)
+
+
+def redirect(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """An urlencoded form's fields (first value each), without python-multipart."""
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise HTTPException(413, "The form is too large.")
+    parsed = parse_qs(body.decode("utf-8", "replace"), max_num_fields=20)
+    return {name: values[0] for name, values in parsed.items()}
+
+
+def _job_page(c: Context, caller: Principal, job_id: str) -> HTMLResponse:
+    with c.sessions() as session:
+        try:
+            job = get_job(session, caller, job_id)
+        except HTTPException as exc:
+            return html(pages.not_found_page(str(exc.detail), caller.name), exc.status_code)
+        trials = session.scalars(
+            select(Trial).where(Trial.job_id == job.id).order_by(Trial.order, Trial.attempt)
+        ).all()
+        return html(
+            pages.job_page(job_view(session, job), job_report(session, job), trials, caller.name)
+        )
+
+
+def _trial_page(c: Context, caller: Principal, trial_id: str) -> HTMLResponse:
+    with c.sessions() as session:
+        try:
+            trial = get_trial(session, caller, trial_id)
+        except HTTPException as exc:
+            return html(pages.not_found_page(str(exc.detail), caller.name), exc.status_code)
+        job = session.get(Job, trial.job_id)
+        if job is None:
+            return html(pages.not_found_page(f"No trial {trial_id}.", caller.name), 404)
+        rows = session.scalars(
+            select(Event).where(Event.trial_id == trial.id).order_by(Event.seq).limit(EVENTS_SHOWN)
+        ).all()
+        events = [EventView(seq=r.seq, type=r.type, payload=r.payload) for r in rows]
+        return html(
+            pages.trial_page(
+                trial_view(session, trial),
+                job_view(session, job),
+                events,
+                caller.name,
+                shown_limit=EVENTS_SHOWN,
+            )
+        )
+
+
+def register_web(app: FastAPI) -> None:
+    @app.exception_handler(LoginRequired)
+    async def login_required(request: Request, exc: Exception) -> Response:
+        target = exc.next_url if isinstance(exc, LoginRequired) else "/ui/jobs"
+        response = redirect(f"/ui/login?next={quote(safe_next(target), safe='/')}")
+        if request.cookies.get(COOKIE):
+            # A revoked or stale token: drop it so the browser stops presenting it.
+            response.delete_cookie(COOKIE, path="/")
+        return response
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return redirect("/ui/jobs")
+
+    @app.get("/ui", include_in_schema=False)
+    def ui_root() -> RedirectResponse:
+        return redirect("/ui/jobs")
+
+    @app.get("/ui/login", include_in_schema=False)
+    def login_form(next: str | None = None) -> HTMLResponse:
+        return html(pages.login_page(next_url=safe_next(next)))
+
+    @app.post("/ui/login", include_in_schema=False)
+    async def login(request: Request, c: Ctx) -> Response:
+        fields = await form_fields(request)
+        token = fields.get("token", "").strip()
+        target = safe_next(fields.get("next"))
+
+        def check() -> Principal | None:
+            with c.sessions() as session:
+                return authenticate(session, token, c.admin_token)
+
+        found = await run_in_threadpool(check) if token else None
+        if found is None:
+            page = pages.login_page("That token is unknown or revoked.", target)
+            return html(page, 401)
+        response = redirect(target)
+        response.set_cookie(
+            COOKIE,
+            token,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+        return response
+
+    @app.post("/ui/logout", include_in_schema=False)
+    def logout() -> RedirectResponse:
+        response = redirect("/ui/login")
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    @app.get("/ui/jobs", include_in_schema=False)
+    def jobs(c: Ctx, caller: UiCaller) -> HTMLResponse:
+        with c.sessions() as session:
+            query = visible_jobs(caller).order_by(Job.created_at.desc()).limit(JOBS_SHOWN)
+            views = [job_view(session, job) for job in session.scalars(query).all()]
+        return html(pages.jobs_page(views, caller.name))
+
+    @app.get("/ui/jobs/{job_id}", include_in_schema=False)
+    def job(job_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
+        return _job_page(c, caller, job_id)
+
+    @app.post("/ui/jobs/{job_id}/cancel", include_in_schema=False)
+    def cancel(job_id: str, c: Ctx, caller: UiCaller) -> Response:
+        try:
+            cancel_job(c, caller, job_id)
+        except HTTPException as exc:
+            if exc.status_code == 404:
+                return html(pages.not_found_page(str(exc.detail), caller.name), 404)
+            # 409: it finished meanwhile; its page shows that.
+        return redirect(f"/ui/jobs/{quote(job_id, safe='')}")
+
+    @app.get("/ui/trials/{trial_id}", include_in_schema=False)
+    def trial(trial_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
+        return _trial_page(c, caller, trial_id)

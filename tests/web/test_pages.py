@@ -1,0 +1,198 @@
+"""The UI's renderers as pure functions: no server, no browser."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from service.api.schemas import EventView, JobView, TrialCounts
+from service.report.build import JobFacts, TrialFacts, build_report
+from service.web.charts import pass_rate_chart
+from service.web.grid import build_cells, grid_table
+from service.web.pages import job_page, jobs_page, login_page
+from service.web.routes import safe_next
+from service.web.transcript import transcript
+
+EVIL = "<script>alert(1)</script>"
+
+
+def metric(value: float | None, ci: list[float] | None, reason: str | None) -> dict[str, object]:
+    return {"value": value, "ci95": ci, "stderr_clustered": None, "reason": reason, "cases_used": 1}
+
+
+@dataclass
+class FakeTrial:
+    id: str
+    case_id: str
+    variant: str
+    round: int
+    attempt: int
+    status: str
+    outcome: str | None
+    error_kind: str | None = None
+
+
+def test_chart_draws_intervals_and_says_why_a_number_is_missing() -> None:
+    svg = pass_rate_chart(
+        [
+            {
+                "name": EVIL,
+                "pass_at_1": metric(0.5, [0.25, 0.75], None),
+                "pass_hat_k": metric(None, None, "no case has 2 scored trials"),
+            },
+            {
+                "name": "b",
+                "pass_at_1": metric(0.8, None, "one case only"),
+                "pass_hat_k": metric(0.8, None, "one case only"),
+            },
+        ],
+        k=2,
+    )
+    assert EVIL not in svg and "&lt;script&gt;" in svg
+    assert svg.count('class="interval"') == 1
+    assert "pass^2 n/a: no case has 2 scored trials" in svg
+    assert svg.count(">no interval: one case only</text>") == 2
+    assert svg.count('class="point"') == 3
+
+
+def test_chart_with_one_round_leaves_out_pass_hat_k() -> None:
+    svg = pass_rate_chart(
+        [
+            {
+                "name": "a",
+                "pass_at_1": metric(1.0, [1.0, 1.0], None),
+                "pass_hat_k": metric(1, None, ""),
+            }
+        ],
+        k=1,
+    )
+    assert "pass_hat_k" not in svg and svg.count('class="interval"') == 1
+
+
+def test_grid_has_a_cell_per_planned_trial_from_its_latest_attempt() -> None:
+    trials = [
+        FakeTrial("t1", "c1", "a", 1, 1, "finished", "error", "infra_error"),
+        FakeTrial("t2", "c1", "a", 1, 2, "finished", "passed"),
+        FakeTrial("t3", "c1", "b", 2, 1, "running", None),
+        FakeTrial("t4", EVIL, "a", 2, 1, "finished", "failed"),
+    ]
+    rows = build_cells(["c1", EVIL], ["a", "b"], 2, trials)
+    assert [[c.state for c in row] for row in rows] == [
+        ["passed", "missing", "missing", "running"],
+        ["missing", "failed", "missing", "missing"],
+    ]
+    assert rows[0][0].trial is not None and rows[0][0].trial.id == "t2"
+    html = grid_table(["c1", EVIL], ["a", "b"], 2, trials)
+    assert html.count('<td class="cell') == 8
+    assert EVIL not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_transcript_is_text_whatever_the_payload_holds() -> None:
+    events = [
+        EventView(seq=1, type="message", payload={"role": "user", "content": EVIL}),
+        EventView(
+            seq=2,
+            type="message",
+            payload={
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "c1", "name": "write", "arguments": {"content": EVIL}}],
+            },
+        ),
+        EventView(
+            seq=3, type="tool_call", payload={"id": "c1", "name": "write", "arguments": {"x": EVIL}}
+        ),
+        EventView(seq=4, type="tool_result", payload={"name": "write", "content": EVIL}),
+        EventView(seq=5, type=EVIL, payload={"role": EVIL}),
+    ]
+    html = transcript(events)
+    assert "<script" not in html
+    assert html.count("<li class=") == 5
+    # The call's arguments appear once, with its own event, not again in the message.
+    assert html.count("&quot;x&quot;") == 1 and "&quot;content&quot;" not in html
+
+
+def test_pages_escape_what_users_control() -> None:
+    job = JobView(
+        id="job-1",
+        status="running",
+        team=None,
+        suite=EVIL,
+        suite_sha256="0" * 64,
+        spec={"variants": {"default": {"model": {"provider": "faux", "id": EVIL}}}},
+        planned_trials=1,
+        counts=TrialCounts(),
+        created_at=datetime(2025, 1, 1),
+        finished_at=None,
+    )
+    page = jobs_page([job], who=EVIL)
+    assert EVIL not in page and page.count("&lt;script&gt;") == 3
+    assert 'http-equiv="refresh"' in page
+    assert EVIL not in login_page(EVIL, next_url='/ui/jobs"><script>')
+
+
+def test_login_only_redirects_to_ui_pages() -> None:
+    assert safe_next("/ui/jobs/job-1") == "/ui/jobs/job-1"
+    for bad in (
+        None,
+        "",
+        "https://evil.example/",
+        "//evil.example/ui/",
+        "/ui//evil",
+        "/v1/jobs",
+        "/ui/x?y=<z>",
+        "/ui/\\evil",
+    ):
+        assert safe_next(bad) == "/ui/jobs", bad
+
+
+def test_job_page_escapes_case_and_variant_names_everywhere() -> None:
+    base, cand = f"{EVIL}base", f"{EVIL}cand"
+    cases = [f"{EVIL}1", f"{EVIL}2"]
+    facts = JobFacts(
+        id="job-1",
+        status="finished",
+        suite_name=EVIL,
+        suite_sha256="0" * 64,
+        rounds=2,
+        seed=1,
+        planned=8,
+        model=EVIL,
+        image=EVIL,
+        image_digest=None,
+        service_version="0",
+        created_at=datetime(2025, 1, 1),
+        baseline=base,
+        arms=(base, cand),
+    )
+    trials = [
+        TrialFacts(case, arm, r, order, 1, "finished", outcome, None, EVIL)
+        for order, (case, r, arm, outcome) in enumerate(
+            (case, r, arm, "passed" if arm == cand or r == 1 else "error")
+            for case in cases
+            for r in (1, 2)
+            for arm in (base, cand)
+        )
+    ]
+    report = build_report(facts, trials, case_order=cases, generated_at=datetime(2025, 1, 2))
+    assert report["comparisons"][0]["blocked"]  # the errored baselines block their pairs
+    job = JobView(
+        id="job-1",
+        status="finished",
+        team=EVIL,
+        suite=EVIL,
+        suite_sha256="0" * 64,
+        spec={"cases": cases, "arms": [base, cand], "variants": {base: {}, cand: {}}},
+        planned_trials=8,
+        counts=TrialCounts(),
+        created_at=datetime(2025, 1, 1),
+        finished_at=None,
+    )
+    grid = [
+        FakeTrial(f"t{i}", t.case_id, t.variant, t.round, 1, t.status, t.outcome)
+        for i, t in enumerate(trials)
+    ]
+    page = job_page(job, report, grid, who=EVIL)
+    assert "<script" not in page
+    assert page.count('<td class="cell') == 8
+    assert 'class="blocked"' in page and "Lift withheld" in page
