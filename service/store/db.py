@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_URL = "sqlite:///examhall.db"
@@ -30,19 +32,75 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _json_dumps(value: Any) -> str:
+    """JSON columns hold standard JSON on both databases: PostgreSQL's json type (and the
+    API's responses) refuse NaN and Infinity, which a model's tool-call arguments can carry,
+    so they are stored as null rather than fail the write."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
+def _postgres_text(dbapi_connection: Any, _record: Any) -> None:
+    from psycopg.types.string import StrDumperUnknown
+
+    class NulFreeText(StrDumperUnknown):
+        # PostgreSQL's text cannot hold NUL, which SQLite's can and an agent's output may
+        # contain; refusing it would turn a trial's result into an infra error.
+        def dump(self, obj: str) -> bytes:
+            return obj.replace("\x00", "\ufffd").encode(self._encoding)
+
+    dbapi_connection.adapters.register_dumper(str, NulFreeText)
+
+
 def make_engine(url: str | None = None) -> Engine:
     url = url or database_url()
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            json_serializer=_json_dumps,
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, pool_pre_ping=True, json_serializer=_json_dumps)
+    if engine.dialect.driver == "psycopg":
+        event.listen(engine, "connect", _postgres_text)
+    return engine
+
+
+# Any constants: the keys of the PostgreSQL advisory locks below.
+MIGRATION_LOCK = 0x6578616D68616C6C
+CLAIM_LOCK = MIGRATION_LOCK + 1
+
+
+def take_turns(connection: Connection, key: int) -> None:
+    """Until this transaction ends, hold `key` alone among the store's users (PostgreSQL),
+    or be the store's only writer (SQLite; this must be the transaction's first statement)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+    elif connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def migrate(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
+        # Control planes starting together on one database migrate one after the other;
+        # the second finds the schema at head.
+        take_turns(connection, MIGRATION_LOCK)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -71,6 +74,38 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def serve_process(
+    database_url: str, port: int, log: Path, *, token: str, max_containers: int
+) -> subprocess.Popen[bytes]:
+    """`examhall serve` in a process of its own, as on a box, its output appended to `log`."""
+    env = {
+        **os.environ,
+        "EXAMHALL_DATABASE_URL": database_url,
+        "EXAMHALL_MAX_CONTAINERS": str(max_containers),
+        "EXAMHALL_ADMIN_TOKEN": token,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_healthy(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    """Until /healthz answers: migrations ran, and the store and the engine are reachable."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()[-3000:]
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"the control plane did not start:\n{log.read_text()[-3000:]}")
 
 
 def serve(

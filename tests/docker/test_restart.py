@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from service.backends.docker import LABEL_JOB
-from tests.docker.conftest import free_port
+from tests.docker.conftest import free_port, serve_process, wait_healthy
 
 pytestmark = pytest.mark.docker
 
@@ -27,27 +25,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def _serve(database: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "EXAMHALL_DATABASE_URL": f"sqlite:///{database}",
-        "EXAMHALL_MAX_CONTAINERS": "1",
-        "EXAMHALL_ADMIN_TOKEN": TOKEN,
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.1)
-        assert process.poll() is None, log.read_text()[-3000:]
-    raise AssertionError("the control plane did not start")
+    process = serve_process(f"sqlite:///{database}", port, log, token=TOKEN, max_containers=1)
+    wait_healthy(process, port, log)
+    return process
 
 
 @pytest.fixture

@@ -37,7 +37,8 @@ def upgrade() -> None:
         sa.Column("suite_name", sa.String(length=200), nullable=False),
         sa.Column("spec", sa.JSON(), nullable=False),
         sa.Column("rounds", sa.Integer(), nullable=False),
-        sa.Column("seed", sa.Integer(), nullable=False),
+        # BigInteger: seeds go up to 2**32 - 1, past PostgreSQL's integer.
+        sa.Column("seed", sa.BigInteger(), nullable=False),
         sa.Column("max_infra_retries", sa.Integer(), nullable=False),
         sa.Column("planned", sa.Integer(), nullable=False),
         sa.Column("image", sa.String(length=200), nullable=False),

@@ -1,0 +1,274 @@
+"""What the store keeps comes back the same on SQLite and PostgreSQL: transcripts, JSON
+columns, bytes, and the report built from the rows."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import URL, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from sandbox.protocol import (
+    Event,
+    JudgeScore,
+    LifecycleEvent,
+    MessageEvent,
+    ToolCall,
+    ToolCallEvent,
+    ToolResultEvent,
+    TrialResult,
+    Usage,
+)
+from service.api.views import job_report
+from service.scheduler import EVENT_BATCH, EventSink, Scheduler
+from service.store.db import make_engine, migrate, session_factory
+from service.store.models import Artifact, Job, Trial
+from service.store.models import Event as EventRow
+from service.trials import TrialRecord
+from tests.store.conftest import SMOKE, fresh_postgres_database, make_scheduler, submit
+
+ODD = 'naïve ✓ \U0001f9ea "quoted" \\ back\nslash\ttab'
+
+
+def _transcript(n: int) -> list[Event]:
+    kinds: list[Event] = [
+        MessageEvent(
+            role="assistant",
+            content=ODD,
+            tool_calls=[ToolCall("c1", "write", {"path": "a.txt", "lines": [1, 2.5, None]})],
+            stop_reason="tool_use",
+            model="sim-1",
+            usage=Usage(10, 5, 1),
+        ),
+        ToolCallEvent(id="c1", name="write", arguments={"nested": {"deep": [True, False]}}),
+        ToolResultEvent(tool_call_id="c1", name="write", content="ok", error=None),
+        LifecycleEvent(step="judge", detail="x" * 5000),
+    ]
+    return [kinds[i % len(kinds)] for i in range(n)]
+
+
+def test_events_are_written_in_batches_in_sequence(
+    sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    submit(sessions, cases=["create-greeting", "fix-config"])
+    trials = [trial_id for trial_id, _ in scheduler._claim(2)]
+    sinks = [EventSink(sessions, trial_id) for trial_id in trials]
+    events = _transcript(EVENT_BATCH + 250)
+    for index, item in enumerate(events):
+        sinks[0](item)
+        if index % 3 == 0:
+            sinks[1](item)
+        if index == EVENT_BATCH:
+            # A full batch is in the store while the trial runs, before any final flush.
+            with sessions() as session:
+                stored = session.scalars(
+                    select(EventRow.seq).where(EventRow.trial_id == trials[0])
+                ).all()
+            assert len(stored) >= EVENT_BATCH
+    for sink in sinks:
+        sink.flush()
+    with sessions() as session:
+        rows = session.scalars(
+            select(EventRow).where(EventRow.trial_id == trials[0]).order_by(EventRow.seq)
+        ).all()
+        other = session.scalars(select(EventRow.seq).where(EventRow.trial_id == trials[1])).all()
+    assert [r.seq for r in rows] == list(range(1, len(events) + 1))
+    assert [(r.type, r.payload) for r in rows] == [(e.type, dataclasses.asdict(e)) for e in events]
+    assert sorted(other) == list(range(1, len(events[::3]) + 1))
+    # One transcript, one sequence: a second writer of the same seq is refused.
+    with pytest.raises(IntegrityError), sessions.begin() as session:
+        session.add(EventRow(trial_id=trials[0], seq=1, type="lifecycle", payload={}))
+
+
+def test_event_and_artifact_ids_go_past_32_bits(
+    sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    submit(sessions, cases=["create-greeting"])
+    [(trial_id, _)] = scheduler._claim(1)
+    past = 2**31
+    with sessions.begin() as session:
+        # Where the ids would stand after two billion events: the next ones must still fit.
+        if session.get_bind().dialect.name == "postgresql":
+            for table in ("events", "artifacts"):
+                session.execute(text(f"ALTER SEQUENCE {table}_id_seq RESTART WITH {past}"))
+        else:
+            session.add(
+                EventRow(id=past - 1, trial_id=trial_id, seq=0, type="lifecycle", payload={})
+            )
+            session.add(
+                Artifact(id=past - 1, trial_id=trial_id, name="-", sha256="", size=0, content=b"")
+            )
+    sink = EventSink(sessions, trial_id)
+    sink(LifecycleEvent(step="after two billion"))
+    sink.flush()
+    scheduler._store(
+        trial_id, TrialRecord(trial_id, TrialResult("passed", score=1.0), artifacts={"a": b"x"})
+    )
+    with sessions() as session:
+        event_id = session.scalar(select(EventRow.id).where(EventRow.seq == 1))
+        artifact_id = session.scalar(select(Artifact.id).where(Artifact.name == "a"))
+    assert event_id is not None and event_id >= past
+    assert artifact_id is not None and artifact_id >= past
+
+
+def test_json_text_and_bytes_round_trip(
+    database_url: str, sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    job = submit(sessions, cases=["create-greeting"], seed=2**32 - 1, rounds=1000)
+    trial_id, _ = scheduler._claim(1)[0]
+    blob = bytes(range(256)) * 3
+    result = TrialResult(
+        "failed",
+        score=0.5,
+        judges=[JudgeScore("file", 1.0, ODD), JudgeScore("text", 0.0, "")],
+        usage=Usage(1234, 56, 3, 7, 8),
+        model_requested="simulated/coin?p=1",
+        model_returned=ODD,
+        tool_calls=2,
+        final_text="before\x00after",
+        limits_hit=["pids", "disk:/workspace"],
+        timings={"run_agent": 1.25, "judge": 0.001, "bad": float("nan")},
+    )
+    record = TrialRecord(trial_id, result, artifacts={"session.jsonl": blob}, wall_s=2.5)
+    record.cost_usd = 0.000123
+    scheduler._store(trial_id, record)
+    sink = EventSink(sessions, trial_id)
+    sink(ToolCallEvent(id="c", name="x", arguments={"n": float("inf"), "nul": "a\x00b"}))
+    sink.flush()
+
+    with sessions() as session:
+        stored_job = session.get(Job, job.id)
+        trial = session.get(Trial, trial_id)
+        artifact = session.scalar(select(Artifact).where(Artifact.trial_id == trial_id))
+        payload = session.scalar(select(EventRow.payload).where(EventRow.trial_id == trial_id))
+    assert stored_job is not None and trial is not None and artifact is not None
+    assert stored_job.seed == 2**32 - 1 and stored_job.rounds == 1000
+    assert stored_job.spec == job.spec
+    assert stored_job.spec["variants"]["default"]["model"] == {
+        "provider": "simulated",
+        "id": "coin?p=1",
+    }
+    assert trial.judges == [
+        {"name": "file", "score": 1.0, "detail": ODD},
+        {"name": "text", "score": 0.0, "detail": ""},
+    ]
+    assert trial.usage == {
+        "input_tokens": 1234,
+        "output_tokens": 56,
+        "requests": 3,
+        "cache_read_tokens": 7,
+        "cache_write_tokens": 8,
+        "cost_usd": 0.000123,
+    }
+    # Not a number is not JSON: stored as null on both, where PostgreSQL would refuse it.
+    assert trial.timings == {"run_agent": 1.25, "judge": 0.001, "bad": None}
+    assert trial.limits_hit == ["pids", "disk:/workspace"]
+    assert (trial.model_returned, trial.score, trial.wall_s) == (ODD, 0.5, 2.5)
+    # PostgreSQL's text cannot hold NUL; JSON strings can, escaped.
+    nul = "\ufffd" if database_url.startswith("postgresql") else "\x00"
+    assert trial.final_text == f"before{nul}after"
+    assert payload == {
+        "id": "c",
+        "name": "x",
+        "arguments": {"n": None, "nul": "a\x00b"},
+        "type": "tool_call",
+    }
+    assert (artifact.content, artifact.size) == (blob, len(blob))
+
+
+@contextmanager
+def _database(kind: str, tmp_path: Path, postgres: URL | None) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'report.db'}"
+    else:
+        assert postgres is not None
+        yield from fresh_postgres_database(postgres)
+
+
+OUTCOMES: dict[int, TrialResult] = {
+    0: TrialResult("passed", score=1.0, usage=Usage(100, 20, 2), tool_calls=2),
+    1: TrialResult("failed", score=0.0, usage=Usage(90, 10, 1), tool_calls=1),
+    2: TrialResult("error", error_kind="timeout", error_message="deadline"),
+}
+
+
+def _run_docs_lift_job(sessions: sessionmaker[Session]) -> dict[str, Any]:
+    """A docs-lift job whose trials end by a fixed rule of (case, variant, round), with one
+    infra error retried, stored through the scheduler as real trials are."""
+    job = submit(
+        sessions,
+        comparison="docs-lift",
+        docs={"files": {"guide.md": "# Guide\n"}},
+        rounds=3,
+        seed=11,
+    )
+    scheduler = make_scheduler(sessions)
+    try:
+        retried = False
+        while claimed := scheduler._claim(5):
+            for trial_id, _ in claimed:
+                with sessions() as session:
+                    trial = session.get(Trial, trial_id)
+                    assert trial is not None
+                case = SMOKE.index(trial.case_id)
+                if not retried and trial.variant == "with_docs":
+                    result = TrialResult("error", error_kind="infra_error", error_message="x")
+                    retried = True
+                elif trial.variant == "with_docs":
+                    result = OUTCOMES[0 if (case + trial.round) % 4 else 1]
+                else:
+                    result = OUTCOMES[(case * trial.round) % 3]
+                result = dataclasses.replace(
+                    result,
+                    model_returned="sim-1",
+                    system_prompt_sha256=f"sha-{trial.variant}",
+                    timings={"run_agent": 1.0 + case / 4 + trial.round / 8},
+                )
+                scheduler._store(trial_id, TrialRecord(trial_id, result, wall_s=1.5))
+    finally:
+        scheduler.stop()
+    with sessions() as session:
+        stored = session.get(Job, job.id)
+        assert stored is not None and stored.status == "finished"
+        return job_report(session, stored)
+
+
+def _comparable(report: Any) -> Any:
+    """The report without what differs between any two runs: ids and clocks."""
+    if isinstance(report, dict):
+        return {
+            key: _comparable(value)
+            for key, value in report.items()
+            if key not in {"job", "generated_at", "submitted_at"}
+        }
+    if isinstance(report, list):
+        return [_comparable(item) for item in report]
+    return report
+
+
+def test_the_report_from_rows_is_the_same_on_both(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    postgres: URL = request.getfixturevalue("postgres_server")
+    reports = {}
+    for kind in ("sqlite", "postgresql"):
+        with _database(kind, tmp_path, postgres) as url:
+            engine = make_engine(url)
+            try:
+                migrate(engine)
+                reports[kind] = _run_docs_lift_job(session_factory(engine))
+            finally:
+                engine.dispose()
+    assert _comparable(reports["sqlite"]) == _comparable(reports["postgresql"])
+    report = reports["postgresql"]
+    variants = {v["name"]: v["outcomes"] for v in report["variants"]}
+    assert variants["without_docs"]["error_kinds"] == {"timeout": 2}
+    assert (variants["with_docs"]["attempts"], variants["with_docs"]["retried_attempts"]) == (13, 1)
+    [comparison] = report["comparisons"]
+    assert comparison["pairs_eligible"] == 12 and comparison["headline"] is not None
