@@ -2,9 +2,9 @@
 
 Each trial's events are ingested in batches while it runs; its result, artifacts and the
 job's status are written when it ends. An `infra_error` is retried as a new attempt (every
-attempt is kept) up to the job's `max_infra_retries`. On start, trials a killed control
-plane left `running` are queued again, with their partial events dropped, and their
-containers are removed, so no trial is counted twice.
+attempt is kept) up to the job's `max_infra_retries`. Trials a control plane left `running`
+when it died are queued again once it is known to be gone (service/planes.py), with their
+partial events dropped, and their containers are removed, so no trial is counted twice.
 """
 
 from __future__ import annotations
@@ -19,16 +19,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import httpx
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import Event, Limits, ModelRef, RunSpec, SuiteBundle
-from service.backends.docker import DockerBackend
+from service.backends.docker import LABEL_OWNER, DockerBackend
 from service.gateway import Budget, TrialGateway
+from service.planes import BEAT_EVERY_S, beat, forget, live_planes
 from service.providers import ProviderRegistry
+from service.store.db import CLAIM_LOCK, take_turns
 from service.store.models import Artifact, Job, Suite, Team, Trial, queued_trial
 from service.store.models import Event as EventRow
 from service.store.queries import dict_of
@@ -142,6 +144,7 @@ class Scheduler:
     # ----- lifecycle --------------------------------------------------------------------
 
     def start(self) -> None:
+        beat(self.sessions, self.owner)
         self.recover()
         self._thread = threading.Thread(target=self._loop, name="examhall-scheduler", daemon=True)
         self._thread.start()
@@ -156,46 +159,64 @@ class Scheduler:
         self.backend.stop_all()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.http.close()
+        forget(self.sessions, self.owner)
 
     def wake(self) -> None:
         self._wake.set()
 
     def recover(self) -> None:
-        """Queue again what a previous process left running, and remove its containers."""
+        """Queue again the trials of control planes that are gone, and remove containers
+        no live plane runs. A live peer's trials and containers are left alone."""
         with self.sessions() as session:
-            stale = list(session.scalars(select(Trial.id).where(Trial.status == "running")).all())
+            live = live_planes(session) | {self.owner}
+        stale = self._requeue(or_(Trial.owner.is_(None), Trial.owner.not_in(live)))
         if stale:
-            self._requeue(stale)
             log.warning("queued %d interrupted trial(s) again", len(stale))
         self.reap()
 
-    def _requeue(self, trial_ids: list[str]) -> None:
-        """Back to the queue, with the partial transcript dropped so nothing counts twice."""
+    def _requeue(self, *which: Any) -> list[str]:
+        """Queue the running trials matching `which` again, with their partial transcripts
+        dropped so nothing counts twice; returns their ids. The update itself checks the
+        trials are still running as `which` says, so a trial another plane claimed since
+        the caller looked is never taken from it."""
         with self.sessions.begin() as session:
-            session.execute(delete(EventRow).where(EventRow.trial_id.in_(trial_ids)))
-            session.execute(delete(Artifact).where(Artifact.trial_id.in_(trial_ids)))
-            session.execute(
-                update(Trial)
-                .where(Trial.id.in_(trial_ids))
-                .values(status="queued", owner=None, container_id=None, started_at=None)
+            requeued = list(
+                session.scalars(
+                    update(Trial)
+                    .where(Trial.status == "running", *which)
+                    .values(status="queued", owner=None, container_id=None, started_at=None)
+                    .returning(Trial.id)
+                ).all()
             )
+            if requeued:
+                session.execute(delete(EventRow).where(EventRow.trial_id.in_(requeued)))
+                session.execute(delete(Artifact).where(Artifact.trial_id.in_(requeued)))
+        return requeued
 
     def reap(self) -> list[str]:
-        """Remove containers of this store's trials that no live trial of ours owns."""
+        """Remove containers of this store's trials that no live control plane is running:
+        ours that ended, and those of planes that are gone."""
         with self.sessions() as session:
             known = set(session.scalars(select(Trial.id)).all())
-        return self.backend.reap(keep=lambda trial: trial not in known)
+            others = live_planes(session) - {self.owner}
+        return self.backend.reap(
+            keep=lambda trial: trial not in known,
+            only=lambda container: container.labels.get(LABEL_OWNER) not in others,
+        )
 
     # ----- the loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
-        last_reap = time.monotonic()
+        last_beat = last_reap = time.monotonic()
         while not self._stop.is_set():
             try:
+                if time.monotonic() - last_beat > BEAT_EVERY_S:
+                    beat(self.sessions, self.owner)
+                    last_beat = time.monotonic()
                 self._stop_cancelled()
                 self._fill()
                 if time.monotonic() - last_reap > REAP_EVERY_S:
-                    self.reap()
+                    self.recover()  # a peer that died: its trials are ours to run again
                     last_reap = time.monotonic()
             except Exception:  # the loop must outlive a database hiccup
                 log.exception("scheduler iteration failed")
@@ -237,6 +258,9 @@ class Scheduler:
         """Mark the next queued trials running, in job then plan order, within each team's
         container cap. Returns (trial id, job id) pairs."""
         with self.sessions.begin() as session:
+            # Control planes claim one at a time, so each counts the others' claims against
+            # the team caps; a claim is a few short statements.
+            take_turns(session.connection(), CLAIM_LOCK)
             postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
             queue = (
                 select(Trial, Job.created_at)
@@ -268,9 +292,12 @@ class Scheduler:
                 if claimed.rowcount != 1:
                     continue
                 trials.append(trial)
-                job = session.get(Job, trial.job_id)
-                if job is not None and job.status == "queued":
-                    job.status = "running"
+                # Conditional too: a cancel committed meanwhile must not be overwritten.
+                session.connection().execute(
+                    update(Job)
+                    .where(Job.id == trial.job_id, Job.status == "queued")
+                    .values(status="running")
+                )
             return [(t.id, t.job_id) for t in trials]
 
     @staticmethod
@@ -369,7 +396,8 @@ class Scheduler:
             record.cost_usd = gateway.spent.cost_usd  # authoritative: kept by the gateway
         sink.flush()
         if self._stop.is_set():
-            self._requeue([trial_id])  # cut short by our own shutdown: not the trial's fault
+            # Cut short by our own shutdown: not the trial's fault.
+            self._requeue(Trial.id == trial_id, Trial.owner == self.owner)
             return
         self._store(trial_id, record)
 
@@ -387,8 +415,7 @@ class Scheduler:
         result = record.result
         with self.sessions.begin() as session:
             trial = session.get(Trial, trial_id)
-            assert trial is not None
-            if _drop_if_cancelled(session, trial):
+            if not self._still_ours(trial) or _drop_if_cancelled(session, trial):
                 return
             trial.status = "finished"
             trial.outcome = result.outcome
@@ -425,7 +452,7 @@ class Scheduler:
     def _finish_infra(self, trial_id: str, message: str) -> None:
         with self.sessions.begin() as session:
             trial = session.get(Trial, trial_id)
-            if trial is None or trial.status == "finished" or _drop_if_cancelled(session, trial):
+            if not self._still_ours(trial) or _drop_if_cancelled(session, trial):
                 return
             trial.status = "finished"
             trial.outcome = "error"
@@ -434,10 +461,17 @@ class Scheduler:
             trial.finished_at = now()
             self._after(session, trial)
 
+    def _still_ours(self, trial: Trial | None) -> TypeGuard[Trial]:
+        """Whether this plane still runs `trial`. It does not if another plane took it over
+        (we were presumed gone); that plane's run is the one that counts."""
+        if trial is None or trial.status != "running" or trial.owner != self.owner:
+            log.warning("dropping the result of %s: this control plane no longer runs it", trial)
+            return False
+        return True
+
     def _after(self, session: Session, trial: Trial) -> None:
         """Retry an infra error as a new attempt; finish the job when nothing is left."""
-        job = session.get(Job, trial.job_id)
-        assert job is not None
+        job = _locked_job(session, trial.job_id)
         if job.status == "cancelled":
             return
         if trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries:
@@ -491,11 +525,21 @@ def drop_trials(session: Session, trial_ids: list[str]) -> None:
         session.execute(delete(Trial).where(Trial.id.in_(trial_ids)))
 
 
+def _locked_job(session: Session, job_id: str) -> Job:
+    """The job, its row locked until the transaction ends. Trials finishing at once on
+    PostgreSQL take turns here: each counts the open trials after the other committed, so
+    the last one always sees none left and finishes the job. (SQLite's writers take turns
+    anyway.)"""
+    job = session.get(Job, job_id, with_for_update=True, populate_existing=True)
+    assert job is not None
+    return job
+
+
 def _drop_if_cancelled(session: Session, trial: Trial) -> bool:
     """A trial cut short by its job's cancellation did not finish: it is dropped, like the
     queued ones, so the job keeps exactly the trials that finished before the cancel."""
-    job = session.get(Job, trial.job_id)
-    if job is None or job.status != "cancelled":
+    job = _locked_job(session, trial.job_id)
+    if job.status != "cancelled":
         return False
     drop_trials(session, [trial.id])
     return True

@@ -51,7 +51,13 @@ def cancel_job(c: Context, caller: Principal, job_id: str) -> JobView:
         if job.status != "cancelled":
             job.status = "cancelled"
             job.finished_at = datetime.now(UTC).replace(tzinfo=None)
-            session.execute(delete(Trial).where(Trial.job_id == job_id, Trial.status == "queued"))
+            # Trials a control plane is claiming right now (row-locked on PostgreSQL) are
+            # skipped rather than waited for, which could deadlock with the claim; they
+            # start, see the cancel on the scheduler's next loop, and are dropped.
+            queued = select(Trial.id).where(Trial.job_id == job_id, Trial.status == "queued")
+            if session.get_bind().dialect.name == "postgresql":
+                queued = queued.with_for_update(skip_locked=True)
+            session.execute(delete(Trial).where(Trial.id.in_(queued)))
     # Our own containers die now; other control planes see the status on their next loop and
     # kill theirs. A running trial's row goes when its run returns (the scheduler drops it).
     c.scheduler.cancel(job_id)

@@ -22,6 +22,12 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
+# Ids of tables that grow with every trial. A box can outlive PostgreSQL's 32-bit serial
+# (2**31 events); SQLite's INTEGER PRIMARY KEY is 64-bit already, and only that exact
+# type makes it the autoincrementing rowid.
+ROW_ID = BigInteger().with_variant(Integer, "sqlite")
+
+
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
@@ -56,6 +62,16 @@ class Token(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class Plane(Base):
+    """A control plane using this store. Its trials are its own while it keeps beating."""
+
+    __tablename__ = "planes"
+    # The owner name it writes on its trials and containers: host:pid:random.
+    owner: Mapped[str] = mapped_column(String(200), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime)
+    seen_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 class Job(Base):
@@ -137,7 +153,7 @@ def queued_trial(
 class Event(Base):
     __tablename__ = "events"
     __table_args__ = (Index("ix_events_trial_seq", "trial_id", "seq", unique=True),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
     trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"))
     seq: Mapped[int] = mapped_column(Integer)
     type: Mapped[str] = mapped_column(String(20))
@@ -147,7 +163,7 @@ class Event(Base):
 class Artifact(Base):
     __tablename__ = "artifacts"
     __table_args__ = (Index("ix_artifacts_trial_name", "trial_id", "name", unique=True),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
     trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"))
     name: Mapped[str] = mapped_column(String(200))
     sha256: Mapped[str] = mapped_column(String(64))

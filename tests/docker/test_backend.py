@@ -5,12 +5,19 @@ from __future__ import annotations
 import contextlib
 import socket
 import subprocess
+from pathlib import Path
 
 import docker
 import docker.errors
 import pytest
+from sqlalchemy import select
 
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend
+from service.planes import beat
+from service.scheduler import Scheduler
+from service.store.db import make_engine, migrate, session_factory
+from service.store.models import Trial
+from tests.store.conftest import submit
 
 pytestmark = pytest.mark.docker
 
@@ -66,5 +73,41 @@ def test_reap_orphans_spares_live_owners(
         assert docker_client.containers.get(live.id).labels[LABEL_TRIAL] == "live-owner"
     finally:
         for container in (orphan, live):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+
+
+def test_recovery_takes_over_a_gone_planes_containers_and_spares_a_live_ones(
+    backend: DockerBackend, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    migrate(engine)
+    sessions = session_factory(engine)
+    job = submit(sessions, cases=["create-greeting", "fix-config"])
+    live, gone = "elsewhere:7:live", "elsewhere:8:gone"  # only `live` keeps beating
+    beat(sessions, live)
+    containers = []
+    with sessions.begin() as session:
+        trials = session.scalars(select(Trial).where(Trial.job_id == job.id)).all()
+        for trial, owner in zip(trials, (live, gone), strict=True):
+            trial.status, trial.owner = "running", owner
+            config = backend.container_config(trial.id, job.id)
+            config["labels"][LABEL_OWNER] = owner
+            containers.append(docker_client.containers.create(**config))
+    scheduler = Scheduler(sessions, backend)
+    try:
+        scheduler.recover()
+        with sessions() as session:
+            owners = [
+                (t.status, t.owner) for t in session.scalars(select(Trial).order_by(Trial.order))
+            ]
+        assert owners == [("running", live), ("queued", None)]
+        assert docker_client.containers.get(containers[0].id).labels[LABEL_OWNER] == live
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(containers[1].id)
+    finally:
+        scheduler.stop()
+        engine.dispose()
+        for container in containers:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
