@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,9 +42,10 @@ def _recipe(agent: Agent) -> Path:
     return repo_root() / "docker" / "agents" / agent.name
 
 
-def _python_version(client: docker.DockerClient, sandbox: str) -> str:
+def python_version(client: docker.DockerClient, image: str) -> str:
+    """The `major.minor` of the image's python3, which the wheels to install must match."""
     output = client.containers.run(
-        sandbox,
+        image,
         entrypoint=["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
         network_mode="none",
         remove=True,
@@ -51,13 +53,18 @@ def _python_version(client: docker.DockerClient, sandbox: str) -> str:
     return bytes(output).decode().strip()
 
 
-def _download_wheels(agent: Agent, python: str, into: Path, progress: Progress) -> None:
-    progress(f"Downloading {agent.requirement} and pip as wheels for Python {python}...")
+def download_wheels(
+    requirements: Sequence[str], python: str, into: Path, progress: Progress
+) -> None:
+    """Wheels of `requirements` and of pip itself, for Python `python` on x86_64 Linux, into
+    `into`; an image then installs them with pip run from its own wheel, offline."""
+    wanted = ", ".join(requirements)
+    progress(f"Downloading {wanted} and pip as wheels for Python {python}...")
     done = subprocess.run(
         [
             sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
             "--python-version", python, "--platform", "manylinux2014_x86_64",
-            "--dest", str(into), agent.requirement, "pip",
+            "--dest", str(into), *requirements, "pip",
         ],
         capture_output=True,
         text=True,
@@ -65,7 +72,7 @@ def _download_wheels(agent: Agent, python: str, into: Path, progress: Progress) 
     )  # fmt: skip
     if done.returncode != 0:
         raise ImageBuildError(
-            f"Could not download {agent.requirement} from the package index: "
+            f"Could not download {wanted} from the package index: "
             f"{done.stderr.strip()[-800:]}\nCheck that pip reaches the index, then retry."
         )
 
@@ -93,7 +100,7 @@ def ensure_agent_image(
         pass
     with tempfile.TemporaryDirectory(prefix="examhall-agent-") as scratch:
         wheels = Path(scratch) / "wheels"
-        _download_wheels(agent, _python_version(client, sandbox), wheels, progress)
+        download_wheels([agent.requirement], python_version(client, sandbox), wheels, progress)
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for path in files:

@@ -23,6 +23,7 @@ from service import images
 from service.admin import add_admin_commands
 from service.agent_images import AGENTS, ensure_agent_image
 from service.backends.docker import DockerBackend, DockerSettings
+from service.box import add_box_commands
 from service.client import ApiError, Client
 from service.gateway import Budget, TrialGateway
 from service.providers import ProviderRegistry
@@ -281,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.set_defaults(func=cmd_image_build)
 
+    add_box_commands(sub)
 
     cases = sub.add_parser("cases", help="list a suite's case ids, one a line")
     cases.add_argument("suite", help="a suite file or a shipped suite name")

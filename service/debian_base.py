@@ -54,14 +54,9 @@ class ImageBuildError(RuntimeError):
 def resolve_base(client: docker.DockerClient, base: str, progress: Progress) -> str:
     """Return an image reference to build the sandbox on: `base` itself if it is present or
     pullable, otherwise a locally bootstrapped Debian base."""
-    if _image_exists(client, base):
+    reason = pull_if_missing(client, base, progress)
+    if reason is None:
         return base
-    progress(f"Base image {base} is not present locally; pulling it...")
-    try:
-        client.images.pull(base)
-        return base
-    except docker.errors.DockerException as exc:
-        reason = _docker_reason(exc)
 
     suite = debian_suite()
     tag = f"{DEBIAN_BASE_REPO}:{suite}"
@@ -79,6 +74,18 @@ def resolve_base(client: docker.DockerClient, base: str, progress: Progress) -> 
             f"{exc}\nAlternatively make {base} available to Docker (`docker pull {base}`, or "
             f"`docker load` it) or set EXAMHALL_SANDBOX_BASE to an image you already have."
         ) from exc
+
+
+def pull_if_missing(client: docker.DockerClient, ref: str, progress: Progress) -> str | None:
+    """Make `ref` present, pulling it when it is not; None when it is there, else why not."""
+    if _image_exists(client, ref):
+        return None
+    progress(f"Image {ref} is not present locally; pulling it...")
+    try:
+        client.images.pull(ref)
+    except docker.errors.DockerException as exc:
+        return _docker_reason(exc)
+    return None
 
 
 def debian_suite() -> str:

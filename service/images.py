@@ -110,7 +110,7 @@ def load_context(root: Path | None = None) -> BuildContext:
     files = tuple(
         (path.relative_to(root).as_posix(), path.read_bytes())
         for path in sorted(package.rglob("*"))
-        if path.is_file() and _belongs_in_image(path.relative_to(package))
+        if path.is_file() and belongs_in_image(path.relative_to(package))
     )
     return BuildContext(dockerfile=dockerfile.read_bytes(), files=files)
 
@@ -137,7 +137,7 @@ def ensure_sandbox_image(
     context = load_context()
     digest = context.digest(wanted)
     ref = image_ref(digest)
-    if not force and _is_current(client, ref, digest):
+    if not force and is_current(client, ref, digest):
         progress(f"Sandbox image {ref} is up to date.")
         return ref
 
@@ -145,7 +145,7 @@ def ensure_sandbox_image(
     progress(f"Building sandbox image {ref} on {resolved}...")
     started = time.monotonic()
     labels = {HASH_LABEL: digest, BASE_LABEL: wanted, RESOLVED_BASE_LABEL: resolved}
-    _build(client, context, ref, resolved, labels=labels, nocache=force, progress=progress)
+    build_image(client, context, ref, resolved, labels=labels, nocache=force, progress=progress)
     image = client.images.get(ref)
     # :latest is a convenience for people poking at the image by hand; examhall uses `ref`.
     client.api.tag(image.id, SANDBOX_REPO, "latest", force=True)
@@ -153,13 +153,13 @@ def ensure_sandbox_image(
     return ref
 
 
-def _belongs_in_image(relative: Path) -> bool:
+def belongs_in_image(relative: Path) -> bool:
     return not _SKIPPED_DIRS.intersection(relative.parts[:-1]) and not relative.name.endswith(
         _SKIPPED_SUFFIXES
     )
 
 
-def _is_current(client: docker.DockerClient, ref: str, digest: str) -> bool:
+def is_current(client: docker.DockerClient, ref: str, digest: str) -> bool:
     try:
         image = client.images.get(ref)
     except docker.errors.ImageNotFound:
@@ -167,7 +167,7 @@ def _is_current(client: docker.DockerClient, ref: str, digest: str) -> bool:
     return bool(image.labels.get(HASH_LABEL) == digest)
 
 
-def _build(
+def build_image(
     client: docker.DockerClient,
     context: BuildContext,
     ref: str,
@@ -176,7 +176,10 @@ def _build(
     labels: dict[str, str],
     nocache: bool,
     progress: Progress,
+    advice: str = "",
 ) -> None:
+    """Build `ref` from `context` with BASE=`resolved_base`; a failure says what to do with
+    `advice` (by default, the sandbox recipe's)."""
     try:
         stream_build(
             client,
@@ -188,7 +191,7 @@ def _build(
             progress=progress,
         )
     except BuildFailed as exc:
-        raise _build_failed(ref, resolved_base, exc.message, exc.tail) from exc
+        raise _build_failed(ref, resolved_base, exc.message, exc.tail, advice) from exc
 
 
 class BuildFailed(Exception):
@@ -235,10 +238,14 @@ def stream_build(
         raise BuildFailed(str(exc), tail) from exc
 
 
-def _build_failed(ref: str, base: str, message: str, tail: deque[str]) -> ImageBuildError:
+def _build_failed(
+    ref: str, base: str, message: str, tail: deque[str], advice: str
+) -> ImageBuildError:
     output = "\n".join(f"    {line}" for line in tail) or "    (no output)"
-    return ImageBuildError(
-        f"Building {ref} on {base} failed: {message}\nLast build output:\n{output}\n"
+    advice = advice or (
         f"Fix the cause above (the recipe is {_DOCKERFILE}; the base must have python3 >= "
         f"3.11), or choose another base with {BASE_ENV}, then run this again."
+    )
+    return ImageBuildError(
+        f"Building {ref} on {base} failed: {message}\nLast build output:\n{output}\n{advice}"
     )
