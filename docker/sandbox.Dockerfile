@@ -9,7 +9,9 @@ FROM ${BASE}
 # COPY and RUN below (each extra build step costs a container create on the classic builder).
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/opt/examhall LANG=C.UTF-8
 WORKDIR /workspace
-ENTRYPOINT ["python3", "-m", "sandbox.worker"]
+# -P: the working directory (/workspace, the agent's to write) must never be on sys.path, or
+# a module the agent drops there would shadow one the worker imports later.
+ENTRYPOINT ["python3", "-P", "-m", "sandbox.worker"]
 
 COPY sandbox /opt/examhall/sandbox
 

@@ -43,7 +43,7 @@ def worker_pids():
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if read(f"/proc/{pid}/cmdline").split(b"\0")[:3] == [b"python3", b"-m", b"sandbox.worker"]:
+            if read(f"/proc/{pid}/cmdline").split(b"\0")[:4] == [b"python3", b"-P", b"-m", b"sandbox.worker"]:
                 uid = read(f"/proc/{pid}/status").split(b"Uid:")[1].split()[0]
                 found["supervisor" if uid == b"0" else "worker"] = int(pid)
         except (OSError, IndexError):
