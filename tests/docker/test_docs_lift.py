@@ -4,6 +4,7 @@ system prompt, so the report must show the lift, the pairs and the counterbalanc
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -30,6 +31,7 @@ DOCS_LIFT: dict[str, Any] = {
 def report_cli(server: Server, job_id: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "service.cli", "report", job_id, "--server", server.url],
+        env={**os.environ, "EXAMHALL_TOKEN": server.token},
         capture_output=True,
         text=True,
         timeout=120,
