@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import HTTPException
-from sqlalchemy import Select, delete, select
+from sqlalchemy import Select, Text, cast, delete, select
 from sqlalchemy.orm import Session
 
 from service.api.context import Context
@@ -115,8 +118,72 @@ def _model_text(spec: dict[str, Any]) -> str:
     return ", ".join(f"{name}: {model}" for name, model in arms.items())
 
 
+def _limits(text: str | None) -> tuple[str, ...]:
+    """A trial's `limits_hit`, read as JSON text: the usual empty list is not decoded."""
+    if text is None or text == "[]":
+        return ()
+    return tuple(json.loads(text) or ())
+
+
+# Reports of jobs that can no longer change, newest use last. A finished job's trials are
+# final; a cancelled job's are once none is queued or running (the scheduler still drops
+# those rows). A 100k-trial report takes seconds to build (its bootstrap draws dominate,
+# bench/report_cost.py) and the job page, the API and the event stream all ask for it.
+_FINAL_REPORTS: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+_FINAL_REPORTS_KEPT = 8  # a 100k-trial report is a few MB
+_final_reports_lock = threading.Lock()
+
+
+def clear_report_cache() -> None:
+    with _final_reports_lock:
+        _FINAL_REPORTS.clear()
+
+
 def job_report(session: Session, job: Job) -> dict[str, Any]:
-    trials = session.scalars(select(Trial).where(Trial.job_id == job.id)).all()
+    """The job's report. A finished or cancelled job's may be shared between callers, so it
+    must not be modified."""
+    key = (job.id, job.status)
+    with _final_reports_lock:
+        cached = _FINAL_REPORTS.get(key)
+        if cached is not None:
+            _FINAL_REPORTS.move_to_end(key)
+            return cached
+    report, settled = _build_job_report(session, job)
+    if job.status == "finished" or (job.status == "cancelled" and settled):
+        with _final_reports_lock:
+            _FINAL_REPORTS[key] = report
+            while len(_FINAL_REPORTS) > _FINAL_REPORTS_KEPT:
+                _FINAL_REPORTS.popitem(last=False)
+    return report
+
+
+def _build_job_report(session: Session, job: Job) -> tuple[dict[str, Any], bool]:
+    """The report, and whether every trial had finished (none queued or running)."""
+    # Only the columns the report reads, with the few JSON fields it needs extracted by the
+    # database: loading whole ORM rows (judges, final text, every timing) and decoding their
+    # JSON was most of a 100k-trial report's time (bench/report_cost.py). `->>` and CAST on
+    # PostgreSQL, JSON_EXTRACT on SQLite; the values are those the dicts held.
+    rows = session.execute(
+        select(
+            Trial.case_id,
+            Trial.variant,
+            Trial.round,
+            Trial.order,
+            Trial.attempt,
+            Trial.status,
+            Trial.outcome,
+            Trial.error_kind,
+            Trial.model_returned,
+            Trial.usage["input_tokens"].as_integer(),
+            Trial.usage["output_tokens"].as_integer(),
+            Trial.tool_calls,
+            Trial.timings["run_agent"].as_float(),
+            Trial.system_prompt_sha256,
+            # As text: nearly every trial's is "[]", and decoding 100k of them was 0.4 s.
+            cast(Trial.limits_hit, Text),
+            Trial.usage["cost_usd"].as_float(),
+        ).where(Trial.job_id == job.id)
+    )
     facts = JobFacts(
         id=job.id,
         status=job.status,
@@ -135,29 +202,48 @@ def job_report(session: Session, job: Job) -> dict[str, Any]:
         docs_sha256=job.spec.get("docs_sha256"),
         docs_name=job.spec.get("docs_name"),
     )
-    return build_report(
+    trials = [
+        TrialFacts(
+            case_id,
+            variant,
+            round_,
+            order,
+            attempt,
+            status,
+            outcome,
+            error_kind,
+            model_returned,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            tool_calls=tool_calls,
+            latency_s=latency_s,
+            system_prompt_sha256=prompt_sha256,
+            limits_hit=_limits(limits_hit),
+            cost_usd=cost_usd,
+        )
+        for (
+            case_id,
+            variant,
+            round_,
+            order,
+            attempt,
+            status,
+            outcome,
+            error_kind,
+            model_returned,
+            input_tokens,
+            output_tokens,
+            tool_calls,
+            latency_s,
+            prompt_sha256,
+            limits_hit,
+            cost_usd,
+        ) in rows
+    ]
+    report = build_report(
         facts,
-        [
-            TrialFacts(
-                t.case_id,
-                t.variant,
-                t.round,
-                t.order,
-                t.attempt,
-                t.status,
-                t.outcome,
-                t.error_kind,
-                t.model_returned,
-                input_tokens=(t.usage or {}).get("input_tokens"),
-                output_tokens=(t.usage or {}).get("output_tokens"),
-                tool_calls=t.tool_calls,
-                latency_s=(t.timings or {}).get("run_agent"),
-                system_prompt_sha256=t.system_prompt_sha256,
-                limits_hit=tuple(t.limits_hit or ()),
-                cost_usd=(t.usage or {}).get("cost_usd"),
-            )
-            for t in trials
-        ],
+        trials,
         case_order=job.spec["cases"],
         generated_at=datetime.now(UTC).replace(tzinfo=None),
     )
+    return report, all(t.status == "finished" for t in trials)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from service.report.metrics import pass_at_1, pass_at_k, pass_hat_k, summarize
 from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED, verdict
-from service.report.paired import ArmTrial, compare, render_comparison_text
+from service.report.paired import compare, render_comparison_text
 
 SCHEMA_VERSION = 1
 
@@ -55,22 +56,6 @@ class TrialFacts:
     limits_hit: tuple[str, ...] = ()
     cost_usd: float | None = None
 
-    def arm(self) -> ArmTrial:
-        return ArmTrial(
-            case_id=self.case_id,
-            round=self.round,
-            variant=self.variant,
-            order=self.order,
-            status=self.status,
-            outcome=self.outcome,
-            error_kind=self.error_kind,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            tool_calls=self.tool_calls,
-            latency_s=self.latency_s,
-            cost_usd=self.cost_usd,
-        )
-
 
 class Attempt(Protocol):
     @property
@@ -102,7 +87,8 @@ def _outcomes(finals: Sequence[TrialFacts], all_trials: Sequence[TrialFacts]) ->
         counts[trial.outcome or trial.status] += 1
         if trial.error_kind:
             kinds[trial.error_kind] += 1
-        limits.update(trial.limits_hit)
+        if trial.limits_hit:  # rarely: Counter.update costs a microsecond even when empty
+            limits.update(trial.limits_hit)
     return {
         "passed": counts["passed"],
         "failed": counts["failed"],
@@ -145,8 +131,10 @@ def build_report(
     for trial in trials:
         by_variant[trial.variant].append(trial)
     variants = []
+    finals_by_variant = []
     for name, variant_trials in by_variant.items():
         finals = final_attempts(variant_trials)
+        finals_by_variant.append(finals)
         cases: dict[str, list[bool]] = {case_id: [] for case_id in case_order}
         for trial in sorted(finals, key=lambda t: t.round):
             passed = verdict(trial.status, trial.outcome, trial.error_kind)
@@ -166,11 +154,12 @@ def build_report(
                 "cases": _per_case(cases, job.rounds),
             }
         )
-    finals = final_attempts(trials)
+    # The job's final attempts are its variants' (an attempt's key holds its variant).
+    finals = sorted(itertools.chain.from_iterable(finals_by_variant), key=lambda t: t.order)
     comparisons = [
         {
             **compare(
-                [t.arm() for t in finals],
+                finals,
                 baseline=job.baseline,
                 candidate=candidate,
                 cases=case_order,
@@ -178,7 +167,7 @@ def build_report(
                 # pass^1 is pass@1; with one round, say that stability is unknown instead.
                 k=max(2, job.rounds),
                 seed=job.seed,
-                attempts=[t.arm() for t in trials],
+                attempts=trials,
             ),
             "system_prompt_sha256": _prompt_hashes(finals, job.baseline, candidate),
         }

@@ -22,7 +22,7 @@ import dataclasses
 import math
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any
 
@@ -181,21 +181,62 @@ def bootstrap_ci(
     outcomes = [cases[case_id] for case_id in sorted(cases)]
     if len(outcomes) < 2:
         return None
-    rng = random.Random(seed)
     # A resample may hold the same case twice, so it gets fresh keys; the statistic only
     # sees the outcomes, never the ids.
     keys = [str(i) for i in range(len(outcomes))]
     values: list[float] = []
-    for _ in range(resamples):
-        value = statistic(dict(zip(keys, rng.choices(outcomes, k=len(outcomes)), strict=True)))
+    for picks in case_resamples(len(outcomes), seed=seed, resamples=resamples):
+        value = statistic(dict(zip(keys, [outcomes[i] for i in picks], strict=True)))
         if value is None:
             raise ValueError(
                 "the statistic gave no value for a bootstrap resample; pass only the cases it uses"
             )
         values.append(value)
+    return percentile_interval(values, level)
+
+
+def case_resamples(n: int, *, seed: int, resamples: int) -> Iterator[list[int]]:
+    """The indices (into n cases in id order) that each bootstrap resample picks.
+
+    `bootstrap_ci` and the faster bootstraps of one statistic (`summarize`'s, the paired
+    lift's) all draw here, so for one seed they resample the very same cases.
+    """
+    rng = random.Random(seed)
+    cases = range(n)
+    for _ in range(resamples):
+        yield rng.choices(cases, k=n)
+
+
+def percentile_interval(values: list[float], level: float) -> tuple[float, float]:
+    """The central `level` interval of a bootstrap distribution (sorts `values`)."""
     values.sort()
     tail = (1.0 - level) / 2
     return _quantile(values, tail), _quantile(values, 1.0 - tail)
+
+
+def _mean_bootstraps(
+    columns: Sequence[Sequence[tuple[int, int]]], *, seed: int, resamples: int
+) -> list[list[float]]:
+    """Bootstrap distributions of the mean of per-case fractions, for several metrics over
+    the same cases (row i of every column is case i, cases in id order) and the same draws.
+
+    The floats are exactly those of `bootstrap_ci` with `_mean_over` as the statistic: the
+    mean of a resample is the same rational over the column's common denominator as over
+    the resample's own (`_exact_mean`), and int / int rounds it once, correctly. What
+    differs is the cost: each case is tallied once instead of once per resample, and one
+    draw serves every metric, which took a 10k-trial report from seconds to a fraction
+    of one (bench/report_cost.py).
+    """
+    n = len(columns[0])
+    scaled: list[tuple[list[int], int]] = []
+    for fractions in columns:
+        common = math.lcm(*(den for _, den in fractions))
+        scaled.append(([num * (common // den) for num, den in fractions], common * n))
+    distributions: list[list[float]] = [[] for _ in columns]
+    for picks in case_resamples(n, seed=seed, resamples=resamples):
+        for (numerators, denominator), values in zip(scaled, distributions, strict=True):
+            values.append(sum(map(numerators.__getitem__, picks)) / denominator)
+    return distributions
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -276,32 +317,47 @@ def _trials(k: int) -> str:
     return "1 scored trial" if k == 1 else f"{k} scored trials"
 
 
-def _metric(
-    cases: CaseOutcomes,
-    min_n: int,
-    estimator: _Estimator,
-    *,
-    missing: str,
-    seed: int,
-    resamples: int,
-) -> Metric:
-    """A metric over the cases with at least `min_n` scored trials."""
-    used = {case_id: trials for case_id, trials in cases.items() if len(trials) >= min_n}
-    if not used:
-        return Metric(None, None, None, missing, 0)
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """One metric over the cases with at least `min_n` scored trials, before its interval."""
 
-    def statistic(sample: CaseOutcomes) -> float | None:
-        return _mean_over(sample, min_n, estimator)
+    min_n: int
+    missing: str
+    # The per-case values (numerator, denominator) of the cases it uses, in case-id order.
+    fractions: tuple[tuple[int, int], ...]
 
-    value = statistic(used)
-    if len(used) < 2:
+    @property
+    def case_values(self) -> list[float]:
+        return [num / den for num, den in self.fractions]
+
+    @property
+    def bootstrapped(self) -> bool:
+        values = self.case_values
+        return len(values) >= 2 and min(values) != max(values)
+
+
+def _plan(
+    cases: CaseOutcomes, min_n: int, estimator: _Estimator, *, missing: str
+) -> tuple[_Plan, tuple[str, ...]]:
+    """The metric's plan and the ids of the cases it uses, in id order."""
+    ids = tuple(sorted(case_id for case_id, trials in cases.items() if len(trials) >= min_n))
+    fractions = tuple(estimator(n, c) for n, c in _tally({i: cases[i] for i in ids}))
+    return _Plan(min_n, missing, fractions), ids
+
+
+def _metric(plan: _Plan, distribution: list[float] | None) -> Metric:
+    """The metric from its plan and, when it needs one, its bootstrap distribution."""
+    if not plan.fractions:
+        return Metric(None, None, None, plan.missing, 0)
+    value = _exact_mean(plan.fractions)
+    if len(plan.fractions) < 2:
         reason = (
-            f"only 1 case has at least {_trials(min_n)}; "
+            f"only 1 case has at least {_trials(plan.min_n)}; "
             "the interval and standard error need at least 2 cases"
         )
         return Metric(value, None, None, reason, 1)
-    values = [num / den for num, den in (estimator(n, c) for n, c in _tally(used))]
-    if value is not None and min(values) == max(values):
+    values = plan.case_values
+    if distribution is None:
         # Every case scored the same (typically all 0 or all 1): resampling cases can only
         # reproduce that value, and [0, 0] would claim certainty that 4 cases cannot give.
         # The Wilson interval over cases says how far the rate could be from what we saw.
@@ -310,14 +366,14 @@ def _metric(
             ci95=wilson_interval(round(value * len(values)), len(values)),
             stderr_clustered=stderr_of_case_values(values),
             reason="every case scored the same; the interval is Wilson's over cases",
-            cases_used=len(used),
+            cases_used=len(values),
         )
     return Metric(
         value=value,
-        ci95=bootstrap_ci(used, statistic, seed=seed, resamples=resamples),
+        ci95=percentile_interval(distribution, 0.95),
         stderr_clustered=stderr_of_case_values(values),
         reason=None,
-        cases_used=len(used),
+        cases_used=len(values),
     )
 
 
@@ -335,21 +391,27 @@ def summarize(
     short = f"no case has {_trials(k)} (k={k}); " + (
         "there are no cases" if not tallies else f"the largest n is {largest}"
     )
+    plans = {
+        "pass_at_1": _plan(cases, 1, _pass_at_1_case, missing="no case has a scored trial"),
+        "pass_hat_k": _plan(cases, k, _pass_hat_k_case(k), missing=short),
+        "pass_at_k": _plan(cases, k, _pass_at_k_case(k), missing=short),
+    }
+    # Each metric's bootstrap starts from `seed`, so metrics over the same cases resample
+    # them alike: their distributions come from one pass over the draws.
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, (plan, ids) in plans.items():
+        if plan.bootstrapped:
+            groups.setdefault(ids, []).append(name)
+    distributions: dict[str, list[float]] = {}
+    for names in groups.values():
+        columns = [plans[name][0].fractions for name in names]
+        drawn = _mean_bootstraps(columns, seed=seed, resamples=resamples)
+        distributions.update(zip(names, drawn, strict=True))
     return {
-        "pass_at_1": _metric(
-            cases,
-            1,
-            _pass_at_1_case,
-            missing="no case has a scored trial",
-            seed=seed,
-            resamples=resamples,
-        ).to_json(),
-        "pass_hat_k": _metric(
-            cases, k, _pass_hat_k_case(k), missing=short, seed=seed, resamples=resamples
-        ).to_json(),
-        "pass_at_k": _metric(
-            cases, k, _pass_at_k_case(k), missing=short, seed=seed, resamples=resamples
-        ).to_json(),
+        **{
+            name: _metric(plan, distributions.get(name)).to_json()
+            for name, (plan, _) in plans.items()
+        },
         "k": k,
         "cases": len(tallies),
         "trials": sum(n for n, _ in tallies),

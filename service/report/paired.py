@@ -28,16 +28,19 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import reduce
+from operator import add
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Protocol
 
 from service.report.metrics import (
     DEFAULT_RESAMPLES,
     CaseOutcomes,
-    bootstrap_ci,
+    case_resamples,
     expanded_level,
     pass_at_1,
     pass_hat_k,
+    percentile_interval,
     stderr_of_case_values,
     wilson_interval,
 )
@@ -68,12 +71,42 @@ class ArmTrial:
     cost_usd: float | None = None  # None when the model has no price
 
 
+class Scored(Protocol):
+    """What the comparison reads of a trial: `ArmTrial`, or any record with these fields
+    (the report passes its own trial records rather than copy 100k of them into ArmTrials)."""
+
+    @property
+    def case_id(self) -> str: ...
+    @property
+    def round(self) -> int: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def order(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def outcome(self) -> str | None: ...
+    @property
+    def error_kind(self) -> str | None: ...
+    @property
+    def input_tokens(self) -> int | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+    @property
+    def tool_calls(self) -> int | None: ...
+    @property
+    def latency_s(self) -> float | None: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+
+
 @dataclass(frozen=True)
 class _Pair:
     case: str
     round: int
-    baseline: ArmTrial
-    candidate: ArmTrial
+    baseline: Scored
+    candidate: Scored
     baseline_passed: bool
     candidate_passed: bool
 
@@ -101,7 +134,14 @@ def mcnemar_midp(wins: int, losses: int) -> float:
         return 1.0
     m = min(wins, losses)
     # 2 (S + C/2) = 2 S + C with S = sum_{j<m} C(n, j) and C = C(n, m), all over 2^n.
-    numerator = 2 * sum(math.comb(n, j) for j in range(m)) + math.comb(n, m)
+    # Each C(n, j) comes from the last by the exact C(n, j+1) = C(n, j) (n - j) / (j + 1):
+    # the same integers as math.comb's, but m fresh binomials of n-bit numbers made a docs-lift
+    # report of 100k trials take seconds (bench/report_cost.py --paired).
+    below, term = 0, 1
+    for j in range(m):
+        below += term
+        term = term * (n - j) // (j + 1)
+    numerator = 2 * below + term
     return min(1.0, numerator / (1 << n))
 
 
@@ -164,14 +204,19 @@ def _lift_interval(
         assert win is not None and loss is not None
         low, high = max(-1.0, win[0] - loss[1]), min(1.0, win[1] - loss[0])
         return (low, high), "Wilson bounds on wins and losses (every case had the same lift)"
-    interval = bootstrap_ci(
-        _joined(base_cases, cand_cases),
-        _lift_statistic,
-        seed=seed,
-        resamples=resamples,
-        level=expanded_level(len(case_diffs)),
+    # `metrics.bootstrap_ci` with `_lift_statistic`, to the last bit: the same draws, and
+    # each resample's lift summed in the same order, but every case's lift worked out once
+    # rather than once per resample (bench/report_cost.py --paired).
+    joined = _joined(base_cases, cand_cases)
+    lifts = [_lift_statistic({case: joined[case]}) for case in sorted(joined)]
+    values = [
+        reduce(add, map(lifts.__getitem__, picks), 0.0) / len(picks)
+        for picks in case_resamples(len(lifts), seed=seed, resamples=resamples)
+    ]
+    return (
+        percentile_interval(values, expanded_level(len(case_diffs))),
+        "expanded percentile bootstrap over cases",
     )
-    return interval, "expanded percentile bootstrap over cases"
 
 
 def _lift_statistic(sample: CaseOutcomes) -> float | None:
@@ -198,7 +243,7 @@ def _joined(
 # --- pairing -----------------------------------------------------------------------------
 
 
-def _verdict(trial: ArmTrial) -> bool | None:
+def _verdict(trial: Scored) -> bool | None:
     return verdict(trial.status, trial.outcome, trial.error_kind)
 
 
@@ -208,7 +253,7 @@ def _verdict(trial: ArmTrial) -> bool | None:
 BLOCKS_PAIRS = frozenset({"provider_error"})
 
 
-def _side(variant: str, found: Sequence[ArmTrial]) -> tuple[ArmTrial, bool] | str:
+def _side(variant: str, found: Sequence[Scored]) -> tuple[Scored, bool] | str:
     """The one scored trial of an arm in a pair, or why there is none."""
     if not found:
         return f"{variant}: missing (no trial)"
@@ -240,13 +285,13 @@ def _measured(value: float | None) -> float | None:
     return value
 
 
-def _tokens(trial: ArmTrial) -> float | None:
+def _tokens(trial: Scored) -> float | None:
     # Both halves or nothing: input tokens alone would undercount and look like a saving.
     tokens_in, tokens_out = _measured(trial.input_tokens), _measured(trial.output_tokens)
     return None if tokens_in is None or tokens_out is None else tokens_in + tokens_out
 
 
-_TELEMETRY: tuple[tuple[str, Callable[[ArmTrial], float | None]], ...] = (
+_TELEMETRY: tuple[tuple[str, Callable[[Scored], float | None]], ...] = (
     ("tokens", _tokens),
     ("tool_calls", lambda t: _measured(t.tool_calls)),
     ("latency_s", lambda t: _measured(t.latency_s)),
@@ -284,7 +329,7 @@ def _deltas(pairs: Sequence[_Pair]) -> dict[str, Any]:
     return out
 
 
-def _totals(trials: Sequence[ArmTrial]) -> dict[str, Any]:
+def _totals(trials: Sequence[Scored]) -> dict[str, Any]:
     # Every trial of the arm in the design counts, blocked or not: errored and duplicated
     # runs still spent tokens and money.
     out: dict[str, Any] = {"trials": len(trials)}
@@ -337,7 +382,7 @@ def _pass_hat_k(
 
 
 def compare(
-    trials: Sequence[ArmTrial],
+    trials: Sequence[Scored],
     *,
     baseline: str,
     candidate: str,
@@ -346,7 +391,7 @@ def compare(
     k: int,
     seed: int,
     resamples: int = DEFAULT_RESAMPLES,
-    attempts: Sequence[ArmTrial] | None = None,
+    attempts: Sequence[Scored] | None = None,
 ) -> dict[str, Any]:
     """The paired comparison of `candidate` against `baseline`, JSON-ready (no NaN, no tuples).
 
@@ -366,8 +411,8 @@ def compare(
     _check_int("resamples", resamples, 1)
 
     known = set(cases)
-    slots: dict[tuple[str, int, str], list[ArmTrial]] = defaultdict(list)
-    by_arm: dict[str, list[ArmTrial]] = {baseline: [], candidate: []}
+    slots: dict[tuple[str, int, str], list[Scored]] = defaultdict(list)
+    by_arm: dict[str, list[Scored]] = {baseline: [], candidate: []}
     for trial in trials:
         if trial.variant in by_arm and trial.case_id in known and 1 <= trial.round <= rounds:
             slots[(trial.case_id, trial.round, trial.variant)].append(trial)

@@ -21,7 +21,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-
 # Ids of tables that grow with every trial. A box can outlive PostgreSQL's 32-bit serial
 # (2**31 events); SQLite's INTEGER PRIMARY KEY is 64-bit already, and only that exact
 # type makes it the autoincrementing rowid.
