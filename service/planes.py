@@ -28,12 +28,13 @@ def _now() -> datetime:
 
 def beat(sessions: sessionmaker[Session], owner: str) -> None:
     """Record that `owner` is alive now."""
+    at = _now()
     with sessions.begin() as session:
         seen = session.connection().execute(
-            update(Plane).where(Plane.owner == owner).values(seen_at=_now())
+            update(Plane).where(Plane.owner == owner).values(seen_at=at)
         )
         if seen.rowcount == 0:
-            session.add(Plane(owner=owner, started_at=_now(), seen_at=_now()))
+            session.add(Plane(owner=owner, started_at=at, seen_at=at))
 
 
 def forget(sessions: sessionmaker[Session], owner: str) -> None:

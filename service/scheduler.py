@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, TypeGuard
+from typing import Any
 
 import httpx
 from sqlalchemy import delete, func, insert, or_, select, update
@@ -172,7 +172,7 @@ class Scheduler:
         stale = self._requeue(or_(Trial.owner.is_(None), Trial.owner.not_in(live)))
         if stale:
             log.warning("queued %d interrupted trial(s) again", len(stale))
-        self.reap()
+        self._reap(live - {self.owner})
 
     def _requeue(self, *which: Any) -> list[str]:
         """Queue the running trials matching `which` again, with their partial transcripts
@@ -189,16 +189,14 @@ class Scheduler:
                 ).all()
             )
             if requeued:
-                session.execute(delete(EventRow).where(EventRow.trial_id.in_(requeued)))
-                session.execute(delete(Artifact).where(Artifact.trial_id.in_(requeued)))
+                drop_transcripts(session, requeued)
         return requeued
 
-    def reap(self) -> list[str]:
+    def _reap(self, others: set[str]) -> list[str]:
         """Remove containers of this store's trials that no live control plane is running:
-        ours that ended, and those of planes that are gone."""
+        ours that ended, and those of planes that are gone (not among the live `others`)."""
         with self.sessions() as session:
             known = set(session.scalars(select(Trial.id)).all())
-            others = live_planes(session) - {self.owner}
         return self.backend.reap(
             keep=lambda trial: trial not in known,
             only=lambda container: container.labels.get(LABEL_OWNER) not in others,
@@ -414,9 +412,10 @@ class Scheduler:
     def _store(self, trial_id: str, record: TrialRecord) -> None:
         result = record.result
         with self.sessions.begin() as session:
-            trial = session.get(Trial, trial_id)
-            if not self._still_ours(trial) or _drop_if_cancelled(session, trial):
+            ending = self._ending(session, trial_id)
+            if ending is None:
                 return
+            trial, job = ending
             trial.status = "finished"
             trial.outcome = result.outcome
             trial.score = result.score
@@ -445,35 +444,47 @@ class Scheduler:
                         content=content,
                     )
                 )
-            self._after(session, trial)
+            self._after(session, trial, job)
         if self.on_change is not None:
             self.on_change(trial.job_id)
 
     def _finish_infra(self, trial_id: str, message: str) -> None:
         with self.sessions.begin() as session:
-            trial = session.get(Trial, trial_id)
-            if not self._still_ours(trial) or _drop_if_cancelled(session, trial):
+            ending = self._ending(session, trial_id)
+            if ending is None:
                 return
+            trial, job = ending
             trial.status = "finished"
             trial.outcome = "error"
             trial.error_kind = "infra_error"
             trial.error_message = message
             trial.finished_at = now()
-            self._after(session, trial)
+            self._after(session, trial, job)
 
-    def _still_ours(self, trial: Trial | None) -> TypeGuard[Trial]:
-        """Whether this plane still runs `trial`. It does not if another plane took it over
-        (we were presumed gone); that plane's run is the one that counts."""
+    def _ending(self, session: Session, trial_id: str) -> tuple[Trial, Job] | None:
+        """The trial whose run ended, with its job's row locked until the transaction ends;
+        None when its end is not ours to record.
+
+        It is not when another plane took the trial over (we were presumed gone): that
+        plane's run is the one that counts. Nor when its job was cancelled: the trial did not
+        finish, and is dropped like the queued ones, so the job keeps exactly the trials that
+        finished before the cancel. The lock makes trials finishing at once on PostgreSQL
+        take turns: each counts the open trials after the other committed, so the last one
+        always sees none left and finishes the job. (SQLite's writers take turns anyway.)
+        """
+        trial = session.get(Trial, trial_id)
         if trial is None or trial.status != "running" or trial.owner != self.owner:
             log.warning("dropping the result of %s: this control plane no longer runs it", trial)
-            return False
-        return True
-
-    def _after(self, session: Session, trial: Trial) -> None:
-        """Retry an infra error as a new attempt; finish the job when nothing is left."""
-        job = _locked_job(session, trial.job_id)
+            return None
+        job = session.get(Job, trial.job_id, with_for_update=True, populate_existing=True)
+        assert job is not None
         if job.status == "cancelled":
-            return
+            drop_trials(session, [trial.id])
+            return None
+        return trial, job
+
+    def _after(self, session: Session, trial: Trial, job: Job) -> None:
+        """Retry an infra error as a new attempt; finish the job when nothing is left."""
         if trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries:
             session.add(
                 queued_trial(
@@ -520,26 +531,11 @@ def running_by_team(session: Session) -> dict[str | None, int]:
 def drop_trials(session: Session, trial_ids: list[str]) -> None:
     """Delete trials with their events and artifacts."""
     if trial_ids:
-        session.execute(delete(EventRow).where(EventRow.trial_id.in_(trial_ids)))
-        session.execute(delete(Artifact).where(Artifact.trial_id.in_(trial_ids)))
+        drop_transcripts(session, trial_ids)
         session.execute(delete(Trial).where(Trial.id.in_(trial_ids)))
 
 
-def _locked_job(session: Session, job_id: str) -> Job:
-    """The job, its row locked until the transaction ends. Trials finishing at once on
-    PostgreSQL take turns here: each counts the open trials after the other committed, so
-    the last one always sees none left and finishes the job. (SQLite's writers take turns
-    anyway.)"""
-    job = session.get(Job, job_id, with_for_update=True, populate_existing=True)
-    assert job is not None
-    return job
-
-
-def _drop_if_cancelled(session: Session, trial: Trial) -> bool:
-    """A trial cut short by its job's cancellation did not finish: it is dropped, like the
-    queued ones, so the job keeps exactly the trials that finished before the cancel."""
-    job = _locked_job(session, trial.job_id)
-    if job.status != "cancelled":
-        return False
-    drop_trials(session, [trial.id])
-    return True
+def drop_transcripts(session: Session, trial_ids: list[str]) -> None:
+    """Delete what these trials' runs wrote: their events and artifacts."""
+    session.execute(delete(EventRow).where(EventRow.trial_id.in_(trial_ids)))
+    session.execute(delete(Artifact).where(Artifact.trial_id.in_(trial_ids)))
