@@ -32,11 +32,11 @@ from service.images import (
     HASH_LABEL,
     RESOLVED_BASE_LABEL,
     BuildContext,
-    belongs_in_image,
     build_image,
     is_current,
     repo_root,
     resolve_base,
+    tree_files,
 )
 
 CONTROL_PLANE_REPO = "examhall/control-plane"
@@ -98,15 +98,10 @@ def load_box_context(root: Path | None = None) -> BuildContext:
             f"{dockerfile} is missing; run this from a complete examhall checkout "
             f"(`pip install -e .` there)."
         )
-    files = [(_PYPROJECT, (root / _PYPROJECT).read_bytes())]
+    files: tuple[tuple[str, bytes], ...] = ((_PYPROJECT, (root / _PYPROJECT).read_bytes()),)
     for name in _SOURCES:
-        top = root / name
-        files += [
-            (path.relative_to(root).as_posix(), path.read_bytes())
-            for path in sorted(top.rglob("*"))
-            if path.is_file() and belongs_in_image(path.relative_to(top))
-        ]
-    return BuildContext(dockerfile=dockerfile.read_bytes(), files=tuple(files))
+        files += tree_files(root, root / name)
+    return BuildContext(dockerfile=dockerfile.read_bytes(), files=files)
 
 
 def ensure_control_plane_image(

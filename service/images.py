@@ -107,12 +107,16 @@ def load_context(root: Path | None = None) -> BuildContext:
             f"from its source checkout: install it with `pip install -e .` from a complete "
             f"checkout (with docker/ and sandbox/ beside service/)."
         )
-    files = tuple(
+    return BuildContext(dockerfile=dockerfile.read_bytes(), files=tree_files(root, package))
+
+
+def tree_files(root: Path, top: Path) -> tuple[tuple[str, bytes], ...]:
+    """The files under `top` that belong in an image, named by their path from `root`."""
+    return tuple(
         (path.relative_to(root).as_posix(), path.read_bytes())
-        for path in sorted(package.rglob("*"))
-        if path.is_file() and belongs_in_image(path.relative_to(package))
+        for path in sorted(top.rglob("*"))
+        if path.is_file() and _belongs_in_image(path.relative_to(top))
     )
-    return BuildContext(dockerfile=dockerfile.read_bytes(), files=files)
 
 
 def content_hash(base: str, *, root: Path | None = None) -> str:
@@ -153,7 +157,7 @@ def ensure_sandbox_image(
     return ref
 
 
-def belongs_in_image(relative: Path) -> bool:
+def _belongs_in_image(relative: Path) -> bool:
     return not _SKIPPED_DIRS.intersection(relative.parts[:-1]) and not relative.name.endswith(
         _SKIPPED_SUFFIXES
     )
