@@ -195,12 +195,16 @@ class Scheduler:
     def _reap(self, others: set[str]) -> list[str]:
         """Remove containers of this store's trials that no live control plane is running:
         ours that ended, and those of planes that are gone (not among the live `others`)."""
-        with self.sessions() as session:
-            known = set(session.scalars(select(Trial.id)).all())
         return self.backend.reap(
-            keep=lambda trial: trial not in known,
+            keep=lambda trial: not self._known(trial),
             only=lambda container: container.labels.get(LABEL_OWNER) not in others,
         )
+
+    def _known(self, trial_id: str) -> bool:
+        """Whether the trial is in this store. Asked once per labelled container, which are
+        few, rather than reading every trial id the store ever held on each pass."""
+        with self.sessions() as session:
+            return session.scalar(select(Trial.id).where(Trial.id == trial_id)) is not None
 
     # ----- the loop ---------------------------------------------------------------------
 
