@@ -22,5 +22,4 @@ COPY sandbox /opt/examhall/sandbox
 RUN python3 -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 'examhall: the sandbox needs python3 >= 3.11, the base image has ' + sys.version)" \
  && python3 -m compileall -q /opt/examhall/sandbox \
  && chmod -R a+rX,go-w /opt/examhall \
- && python3 -c "import sandbox" \
- && mkdir -p /run/examhall
+ && python3 -c "import sandbox"

@@ -105,10 +105,24 @@ def expect(
 DENIED = ("EACCES", "EPERM")
 
 CASE_CODE = r"""
-attempt("list_bundle_dir", lambda: os.listdir("/run/examhall"))
-attempt("read_case_module", lambda: read("/run/examhall/examhall_suite_probes.py"))
-attempt("list_case_pycache", lambda: os.listdir("/run/examhall/__pycache__"))
-attempt("read_case_pycache", lambda: read("/run/examhall/__pycache__/examhall_suite_probes.cpython-311.pyc"))
+def find_case_source():
+    # This suite's docstring, split so that this program itself does not hold it: any file
+    # that does is a copy of the case code.
+    marker = ("Security probes: each case is an attack " + "an agent tries").encode()
+    found = []
+    for top, dirs, files in os.walk("/"):
+        if top in ("/proc", "/sys", "/dev"):
+            dirs[:] = []
+            continue
+        for name in files:
+            try:
+                if marker in read(os.path.join(top, name), 1 << 20):
+                    found.append(os.path.join(top, name))
+            except OSError:
+                pass
+    return absent(found)
+attempt("find_case_source", find_case_source)
+attempt("read_case_module_by_fd", lambda: absent([p for p in os.listdir(f"/proc/{WORKER}/fd")]))
 attempt("worker_cwd", lambda: os.listdir(f"/proc/{WORKER}/cwd"))
 attempt("worker_fd_listing", lambda: os.listdir(f"/proc/{WORKER}/fd"))
 attempt("supervisor_fd_listing", lambda: os.listdir(f"/proc/{SUPERVISOR}/fd"))
@@ -195,7 +209,7 @@ attempt("write_etc", lambda: write("/etc/examhall-probe"))
 attempt("write_usr_bin", lambda: write("/usr/bin/examhall-probe"))
 attempt("write_sandbox_code", lambda: write("/opt/examhall/sandbox/worker.py"))
 attempt("write_root_home", lambda: write("/root/examhall-probe"))
-attempt("write_bundle_dir", lambda: write("/run/examhall/examhall-probe"))
+attempt("write_run", lambda: write("/run/examhall-probe"))
 attempt("mkdir_var", lambda: os.mkdir("/var/examhall-probe"))
 attempt("write_dev_shm", lambda: write("/dev/shm/examhall-probe"))
 attempt("write_dev_mqueue", lambda: write("/dev/mqueue/examhall-probe"))
@@ -257,10 +271,8 @@ CASES = [
         expect(
             "case code stays unreadable",
             {
-                "list_bundle_dir": DENIED,
-                "read_case_module": DENIED,
-                "list_case_pycache": (*DENIED, "ENOENT"),
-                "read_case_pycache": (*DENIED, "ENOENT"),
+                "find_case_source": ("ENOENT",),
+                "read_case_module_by_fd": DENIED,
                 "worker_cwd": DENIED,
                 "worker_fd_listing": DENIED,
                 "supervisor_fd_listing": DENIED,
@@ -338,7 +350,7 @@ CASES = [
                 "write_usr_bin": ("EROFS", "EACCES"),
                 "write_sandbox_code": ("EROFS", "EACCES"),
                 "write_root_home": ("EROFS", "EACCES"),
-                "write_bundle_dir": ("EACCES",),
+                "write_run": ("EROFS", "EACCES"),
                 "mkdir_var": ("EROFS", "EACCES"),
                 "write_dev_shm": ("ENOENT", "EROFS", "EACCES"),
                 # mqueue takes no regular files (EINVAL); queues need mq_open, not a path.

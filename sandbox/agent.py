@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from sandbox.caps import TOOL_CALLS, TOOL_CALLS_PER_TURN, CapExceeded
 from sandbox.conversation import (
     STOP,
     TOOL_USE,
@@ -105,8 +106,11 @@ def run_agent(
     emit: Callable[[Event], None],
     state: AgentState,
     after_tool: Callable[[], None] | None = None,
+    max_tool_calls: int = 1000,
+    max_tool_calls_per_turn: int = 64,
 ) -> None:
-    """Run every prompt of the case in turn; raises AgentFailure when the run fails."""
+    """Run every prompt of the case in turn; raises AgentFailure when the run fails, and
+    CapExceeded when the model asks for more tool calls than the trial allows."""
     by_name = {tool.name: tool for tool in tools}
     specs = tuple(ToolSpec(t.name, t.description, t.parameters) for t in tools)
     messages: list[Message] = []
@@ -128,6 +132,16 @@ def run_agent(
             messages.append(AssistantMessage(last.text, last.tool_calls, last.stop_reason))
             if not last.tool_calls:
                 break
+            if len(last.tool_calls) > max_tool_calls_per_turn:
+                raise CapExceeded(
+                    TOOL_CALLS_PER_TURN,
+                    f"The model asked for {len(last.tool_calls)} tool calls in one turn; "
+                    f"a turn may make {max_tool_calls_per_turn}.",
+                )
+            if state.tool_calls + len(last.tool_calls) > max_tool_calls:
+                raise CapExceeded(
+                    TOOL_CALLS, f"The agent reached its cap of {max_tool_calls} tool calls."
+                )
             for call in last.tool_calls:
                 state.tool_calls += 1
                 emit(ToolCallEvent(id=call.id, name=call.name, arguments=call.arguments))

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import os
 import sys
+from collections.abc import Callable
 from typing import BinaryIO
 
 from sandbox.protocol import (
@@ -46,9 +47,13 @@ class Channel:
             written = os.write(self._out, data)
             data = data[written:]
 
-    def event(self, event: Event) -> None:
+    def event(self, event: Event, admit: Callable[[int], None] | None = None) -> None:
+        """Send one event; `admit` sees its size first and may refuse it by raising."""
+        line = encode(EventMessage(seq=self._seq + 1, event=event))
+        if admit is not None:
+            admit(len(line))
         self._seq += 1
-        self.send(EventMessage(seq=self._seq, event=event))
+        self.send_line(line)
 
     def artifact(self, name: str, content: bytes) -> None:
         self.send(

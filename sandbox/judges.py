@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from sandbox.suite import AgentRun, Judge
 
 
@@ -32,7 +34,9 @@ def file_contains(path: str, *needles: str) -> Judge:
 
 def file_absent(path: str) -> Judge:
     def check(run: AgentRun) -> tuple[float, str]:
-        exists = (run.workspace / path).exists()
+        # lexists: a dangling symlink left in its place is still there, and a link's target
+        # (perhaps outside the workspace) is not the judge's business.
+        exists = os.path.lexists(run.workspace / path)
         return (0.0, f"{path} still exists") if exists else (1.0, f"{path} is gone")
 
     return Judge(name=f"file_absent({path})", fn=check)

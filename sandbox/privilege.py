@@ -56,3 +56,60 @@ def verify_dropped(uid: int, gid: int) -> None:
     except PermissionError:
         return
     raise PrivilegeError("os.setuid(0) succeeded after the drop.")
+
+
+def make_undumpable() -> None:
+    """Keep this process's memory and /proc files from every process without
+    CAP_SYS_PTRACE, root ones included (no container process has that capability)."""
+    _prctl(PR_SET_DUMPABLE, 0)
+
+
+# The OOM killer's scale: -1000 exempts a process, 1000 makes it the first choice.
+OOM_EXEMPT = -1000
+OOM_FIRST = 1000
+
+
+def set_oom_score_adj(value: int, pid: int | str = "self") -> None:
+    """Write a process's OOM score adjustment. Written by a process with CAP_SYS_RESOURCE it
+    is also the floor that process (and what it forks later) may lower itself to."""
+    with open(f"/proc/{pid}/oom_score_adj", "w") as handle:
+        handle.write(str(value))
+
+
+def oom_score_adj(pid: int | str = "self") -> int:
+    with open(f"/proc/{pid}/oom_score_adj") as handle:
+        return int(handle.read())
+
+
+CAP_SYS_RESOURCE = 24
+
+
+def has_bounding_capability(number: int) -> bool:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("CapBnd:"):
+                return bool(int(line.split()[1], 16) >> number & 1)
+    return False
+
+
+def protect_from_oom() -> str | None:
+    """Exempt this process from the OOM killer (as root, before the drop), and verify it:
+    the agent's memory hog must be what the kernel kills, never the harness that reports it.
+
+    That needs CAP_SYS_RESOURCE, which the backend grants where the engine can. Without it
+    in the container at all, this returns why the exemption is unavailable; with it, any
+    failure raises PrivilegeError."""
+    if not has_bounding_capability(CAP_SYS_RESOURCE):
+        return (
+            "the container lacks CAP_SYS_RESOURCE (the engine could not grant it), so the "
+            "worker cannot be exempted from the OOM killer; a kill for memory still ends the "
+            "trial as limit_exceeded"
+        )
+    try:
+        set_oom_score_adj(OOM_EXEMPT)
+        value = oom_score_adj()
+    except (OSError, ValueError) as exc:
+        raise PrivilegeError(f"could not exempt the worker from the OOM killer: {exc}") from None
+    if value != OOM_EXEMPT:
+        raise PrivilegeError(f"oom_score_adj is {value} after writing {OOM_EXEMPT}.")
+    return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,8 +39,6 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
 )
 Outcome = Literal["passed", "failed", "error"]
 
-# Where the worker keeps the case bundle: a root-only tmpfs in the container.
-BUNDLE_DIR = "/run/examhall"
 WORKSPACE_DIR = "/workspace"
 SANDBOX_UID = 65532
 SANDBOX_GID = 65532
@@ -84,6 +83,13 @@ class Limits:
     tool_output_bytes: int = 64 * 1024
     # An external agent's whole run; the control plane's trial deadline still applies.
     agent_timeout_s: float = 3600.0
+    # Caps on what the agent controls (sandbox/caps.py): each one hit is limit_exceeded.
+    max_tool_calls: int = 1000
+    max_tool_calls_per_turn: int = 64
+    max_events: int = 20_000
+    max_event_bytes: int = 32 * 1024 * 1024
+    # The most a judge reads of one workspace file; a larger file fails the trial.
+    judge_read_bytes: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -280,9 +286,57 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 def encode(message: object) -> bytes:
-    """One JSON line for a protocol dataclass."""
-    payload = dataclasses.asdict(message)  # type: ignore[call-overload]
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    """One JSON line for a protocol dataclass; never raises for any value it holds.
+
+    Much of what crosses the channel is the agent's: a file name that is not UTF-8 (a str
+    with surrogate escapes), a model message with a lone surrogate, a NaN in tool arguments,
+    an object a tool returned. Were any of them able to make encoding raise, the worker would
+    die and an agent could turn its failure into an unscored trial. So the fast path is tried
+    first and anything it refuses is made representable, visibly (surrogates become `\\udcff`
+    text, non-finite numbers null, unknown objects their repr), never dropped silently.
+    """
+    try:
+        payload = dataclasses.asdict(message)  # type: ignore[call-overload]
+        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return text.encode() + b"\n"
+    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
+        text = json.dumps(jsonable(message), separators=(",", ":"), ensure_ascii=False)
+        return text.encode() + b"\n"
+
+
+def clean_text(value: str) -> str:
+    """`value` as text that UTF-8 can encode: lone surrogates become visible escapes."""
+    try:
+        value.encode()
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode()
+
+
+def jsonable(value: Any, depth: int = 0) -> Any:
+    """Any value as plain JSON data with encodable text: total by construction."""
+    if depth > 64:
+        return "[nested too deeply]"
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: jsonable(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)
+        }
+    if isinstance(value, dict):
+        return {clean_text(str(k)): jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(item, depth + 1) for item in value]
+    try:
+        return clean_text(repr(value))
+    except Exception:  # a hostile __repr__
+        return f"<unrepresentable {type(value).__name__}>"
 
 
 # ----- decoding on the worker side (trusted input from the control plane) -------------
@@ -316,6 +370,20 @@ def _string_map(spec: dict[str, Any], key: str) -> dict[str, str] | None:
     ):
         raise ProtocolError(f"Run request field {key!r} must map names to strings.")
     return value
+
+
+def _limits(data: Any) -> Limits:
+    if not isinstance(data, dict):
+        raise ProtocolError("Run request field 'limits' must be an object.")
+    defaults = Limits()
+    # Each limit keeps its default's type: an int cap stays an int.
+    return Limits(
+        **{
+            f.name: type(getattr(defaults, f.name))(data[f.name])
+            for f in dataclasses.fields(Limits)
+            if f.name in data
+        }
+    )
 
 
 def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
@@ -362,12 +430,7 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
             round=int(spec.get("round", 1)),
             seed=int(spec.get("seed", 0)),
             tools=tuple(tools) if tools is not None else None,
-            limits=Limits(
-                max_turns=int(limits.get("max_turns", Limits.max_turns)),
-                tool_timeout_s=float(limits.get("tool_timeout_s", Limits.tool_timeout_s)),
-                tool_output_bytes=int(limits.get("tool_output_bytes", Limits.tool_output_bytes)),
-                agent_timeout_s=float(limits.get("agent_timeout_s", Limits.agent_timeout_s)),
-            ),
+            limits=_limits(limits),
             credentials=credentials,
             docs=docs,
             rules=rules,

@@ -13,9 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sandbox.conversation import (
+    AssistantMessage,
     AssistantTurn,
+    Message,
     ModelRequest,
     ProviderError,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
 )
 from sandbox.protocol import PROTOCOL_VERSION, ErrorKind, ToolCall, Usage
 
@@ -73,6 +78,45 @@ def decode_reply(line: bytes) -> ModelReplyMessage:
         if turn is not None
         else None,
         error=ReplyError(kind=error["kind"], message=str(error["message"])) if error else None,
+    )
+
+
+def _message(data: dict[str, Any]) -> Message:
+    role = data["role"]
+    if role == "user":
+        return UserMessage(str(data["content"]))
+    if role == "assistant":
+        return AssistantMessage(
+            str(data["content"]),
+            tuple(
+                ToolCall(str(c["id"]), str(c["name"]), dict(c["arguments"]))
+                for c in data.get("tool_calls") or ()
+            ),
+            str(data.get("stop_reason", "stop")),
+        )
+    if role == "tool":
+        return ToolResultMessage(
+            str(data["tool_call_id"]),
+            str(data["name"]),
+            str(data["content"]),
+            bool(data.get("is_error", False)),
+        )
+    raise ValueError(f"unknown message role {role!r}")
+
+
+def decode_call(data: dict[str, Any]) -> ModelCallMessage:
+    """A model call as the supervisor receives it from the worker in direct mode."""
+    request = data["request"]
+    return ModelCallMessage(
+        id=str(data["id"]),
+        request=ModelRequest(
+            system=str(request["system"]),
+            messages=tuple(_message(m) for m in request["messages"]),
+            tools=tuple(
+                ToolSpec(str(t["name"]), str(t["description"]), dict(t["parameters"]))
+                for t in request.get("tools") or ()
+            ),
+        ),
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox.caps import JUDGE_READ, CapExceeded
 from sandbox.faux import FauxStep
 from sandbox.protocol import Event, ToolResultEvent
 
@@ -23,14 +24,25 @@ class AgentRun:
     final_text: str
     workspace: Path
     events: tuple[Event, ...]
+    # The most read_file reads; the agent decides how large its files are.
+    read_limit: int = 16 * 1024 * 1024
 
     def read_file(self, path: str) -> str | None:
-        """A workspace file's text as it is now, or None when it is missing or escapes."""
+        """A workspace file's text as it is now, or None when it is missing, escapes or is
+        not a regular file. A file over `read_limit` bytes raises CapExceeded, which fails
+        the trial (limit_exceeded) rather than exhaust the judge's memory."""
         root = self.workspace.resolve()
         target = (root / path).resolve()
         if root not in target.parents or not target.is_file():
             return None
-        return target.read_text(errors="replace")
+        with target.open("rb") as handle:
+            data = handle.read(self.read_limit + 1)
+        if len(data) > self.read_limit:
+            raise CapExceeded(
+                JUDGE_READ,
+                f"The agent left {path} larger than the {self.read_limit} bytes a judge reads.",
+            )
+        return data.decode(errors="replace")
 
     def tool_results(self, name: str | None = None) -> list[ToolResultEvent]:
         return [

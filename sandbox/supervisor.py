@@ -1,30 +1,56 @@
-"""The root supervisor: it outlives the sandboxed worker, so an agent cannot erase a failure.
+"""The root supervisor: it holds the credentials, outlives the sandboxed worker, and
+reports for it, so that neither the agent nor the suite can erase a failure or reach a key.
 
-The agent's tools run as the same user as the sandboxed worker, so they can signal it: a
-`kill -9 -1` would end the worker before it reports, and a trial with no result looks like
-an infrastructure fault. So the worker forks before it drops privileges. The parent stays
-root, which the agent's processes can neither signal, trace nor read, and only forwards the
-child's messages to the control plane; when the child dies without a result, the parent
-reports that death itself, and it builds the session artifact from the events it forwarded,
-so the transcript survives too.
+The worker forks this supervisor's child before anything from the control plane is read:
+the run request, and in direct mode the provider key in it, arrive only in the parent,
+which is undumpable (no process in the container has CAP_SYS_PTRACE, so none can read its
+memory, /proc files or descriptors). The child, which imports the suite, runs the agent and
+the judges, gets the request without credentials; in direct mode its model calls come here
+and the parent makes them with the key, as the control plane's gateway does in relay mode.
+
+The agent's tools run as the same user as the child, so they can signal it: a `kill -9 -1`
+would end the child before it reports, and a trial with no result looks like an
+infrastructure fault. The parent stays root, which the agent's processes can neither signal,
+trace nor read; when the child dies without a result, the parent reports that death itself,
+and it builds the session artifact from the events it forwarded, so the transcript survives.
+Both are exempt from the OOM killer, and the agent's processes are kept its first choice.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from sandbox import limits
+from sandbox import limits, privilege
 from sandbox.channel import Channel
-from sandbox.protocol import ErrorKind, ResultMessage, TrialResult
+from sandbox.protocol import (
+    ErrorKind,
+    Event,
+    LifecycleEvent,
+    ListCasesRequest,
+    ProtocolError,
+    ResultMessage,
+    RunRequest,
+    RunSpec,
+    StepMessage,
+    TrialResult,
+    encode,
+    jsonable,
+)
+from sandbox.relay import ModelReplyMessage, ReplyError, ReplyErrorKind, decode_call
 
 # Steps during which the agent's processes exist and may have ended the worker.
 AGENT_STEPS = frozenset({"run_agent", "judge"})
+# How often the agent's processes are put back first in line for the OOM killer.
+OOM_PIN_INTERVAL_S = 0.2
 
 
 def death_result(status: int, last_step: str | None) -> TrialResult:
@@ -38,11 +64,13 @@ def death_result(status: int, last_step: str | None) -> TrialResult:
     if limits.snapshot().oom_kills:
         kind = "limit_exceeded"
         message = f"The worker {how} for memory during {step}: the trial passed its memory limit."
-    elif os.WIFSIGNALED(status) and step in AGENT_STEPS:
+    elif step in AGENT_STEPS:
+        # Signalled by the agent's processes, or ended by what the agent or a judge did to
+        # it: either way within the agent's reach, so a failed run, never an unscored one.
         kind = "agent_error"
         message = (
-            f"The worker {how} during {step} before reporting: the agent's processes ended it, "
-            "which fails the trial."
+            f"The worker {how} during {step} before reporting, which fails the trial "
+            "(the agent's processes or what they left ended it)."
         )
     else:
         kind = "sandbox_error"
@@ -50,19 +78,183 @@ def death_result(status: int, last_step: str | None) -> TrialResult:
     return TrialResult(outcome="error", error_kind=kind, error_message=message, failed_step=step)
 
 
-def _pump(source: BinaryIO, target_fd: int) -> None:
+class _ChildInput:
+    """The child's stdin: written by the pump (relay replies) and by direct calls."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def write(self, line: bytes) -> bool:
+        """False once the child is gone."""
+        with self._lock:
+            try:
+                data = memoryview(line)
+                while data:
+                    data = data[os.write(self._fd, data) :]
+                return True
+            except OSError:
+                return False
+
+    def close(self) -> None:
+        with self._lock, contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def _pump(source: BinaryIO, target: _ChildInput) -> None:
     """Copy the control plane's lines (model replies) to the child until either side ends."""
     try:
-        with os.fdopen(target_fd, "wb", buffering=0) as target:
-            for line in source:
-                target.write(line)
+        for line in source:
+            if not target.write(line):
+                return
     except OSError:
-        pass  # the child is gone; nothing is waiting for these lines any more
+        pass  # the channel closed
+
+
+def _pin_agent_first(uid: int, worker: int, stop: threading.Event) -> None:
+    """Keep every process of the sandbox user but the worker at the OOM killer's top score.
+
+    A tool starts at 1000 by itself, but a process may lower its own score to the floor it
+    inherited; written from here, with CAP_SYS_RESOURCE, 1000 is also its new floor."""
+    while not stop.wait(OOM_PIN_INTERVAL_S):
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == worker:
+                continue
+            try:
+                if os.stat(f"/proc/{name}").st_uid != uid:
+                    continue
+                if privilege.oom_score_adj(name) != privilege.OOM_FIRST:
+                    privilege.set_oom_score_adj(privilege.OOM_FIRST, name)
+            except (OSError, ValueError):
+                continue  # gone meanwhile
+
+
+class _Direct:
+    """Direct credentials: the provider's key lives here, and only here."""
+
+    def __init__(self, spec: RunSpec, emit: Callable[[Event], None]) -> None:
+        from sandbox.direct import DirectModel
+        from sandbox.providers.client import Budget
+
+        assert spec.provider is not None
+        self.model = DirectModel(
+            f"{spec.model.provider}/{spec.model.id}",
+            spec.model.id,
+            spec.provider,
+            api_key=(spec.credentials or {}).get("api_key"),
+            budget=Budget.from_limits(spec.budget or {}),
+            emit=emit,
+        )
+
+    def answer(self, message: dict[str, Any]) -> ModelReplyMessage:
+        from sandbox.conversation import ProviderError
+
+        call_id = str(message.get("id", ""))
+        try:
+            call = decode_call(message)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return ModelReplyMessage(
+                id=call_id, error=ReplyError("provider_error", f"Malformed model call: {exc}")
+            )
+        try:
+            return ModelReplyMessage(id=call.id, turn=self.model.complete(call.request))
+        except ProviderError as exc:
+            kind: ReplyErrorKind = (
+                "limit_exceeded" if exc.kind == "limit_exceeded" else "provider_error"
+            )
+            return ModelReplyMessage(id=call.id, error=ReplyError(kind, str(exc)))
+
+    @property
+    def cost_usd(self) -> float | None:
+        return self.model.spent.cost_usd
+
+
+class _Supervision:
+    """What the parent knows of the child's run, from the lines it forwards."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.events: list[Any] = []
+        self.last_step: str | None = None
+        self.reported = False
+        self.timings: dict[str, float] = {}
+        self.direct: _Direct | None = None
+
+    def emit(self, event: Event) -> None:
+        """An event of the parent's own (direct calls), in the transcript like the child's."""
+        self.events.append(jsonable(event))
+        self.channel.event(event)
+
+    def result(self, result: TrialResult) -> None:
+        self.reported = True
+        self.channel.send(ResultMessage(result=result))
+
+    def forward(self, message: dict[str, Any], line: bytes) -> None:
+        kind = message.get("type")
+        if kind == "step":
+            self.last_step = message.get("step")
+        elif kind == "event":
+            self.events.append(message.get("event"))
+        elif kind == "result":
+            if self.reported:
+                return
+            self.reported = True
+            line = self._completed(message)
+        self.channel.send_line(line)
+
+    def _completed(self, message: dict[str, Any]) -> bytes:
+        """The child's result with what only the parent knows: its own timings, and in
+        direct mode what the provider calls cost."""
+        result = message.get("result")
+        if not isinstance(result, dict):
+            return encode(ResultMessage(result=_lost("The worker sent a malformed result.")))
+        timings = result.get("timings")
+        result["timings"] = {**self.timings, **(timings if isinstance(timings, dict) else {})}
+        if self.direct is not None:
+            result["cost_usd"] = self.direct.cost_usd
+        return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def _lost(message: str, step: str = "start") -> TrialResult:
+    return TrialResult(
+        outcome="error", error_kind="sandbox_error", error_message=message, failed_step=step
+    )
+
+
+def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> RunSpec | None:
+    """Read the control plane's request and pass it on without its credentials. Returns
+    the trial's spec (None for a listing, or when there was no request: that is reported)."""
+    run.channel.send(StepMessage(step="read_spec"))
+    started = time.monotonic()
+    try:
+        request = channel.read_request()
+    except (EOFError, ProtocolError, ValueError, TypeError) as exc:
+        run.result(_lost(f"read_spec failed: {type(exc).__name__}: {exc}", "read_spec"))
+        to_child.close()  # the child reads EOF and ends
+        return None
+    finally:
+        run.timings["read_spec"] = round(time.monotonic() - started, 6)
+    if isinstance(request, ListCasesRequest):
+        to_child.write(encode(request))
+        return None
+    spec = request.spec
+    del request
+    if spec.provider is not None:
+        run.direct = _Direct(spec, run.emit)
+    bare = dataclasses.replace(spec, credentials=None, provider=None, budget=None)
+    to_child.write(encode(RunRequest(spec=bare)))
+    return spec
 
 
 def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
-    """Run `run_child` in a forked process and relay its messages both ways; always end
-    with one result and the session artifact."""
+    """Fork the worker's child, hand it the request, relay its messages both ways, answer
+    its direct model calls; always end with one result and the session artifact."""
+    try:
+        unprotected = privilege.protect_from_oom()  # inherited by the child, which verifies it
+    except privilege.PrivilegeError as exc:
+        channel.send(ResultMessage(result=_lost(f"Failed to enter the sandbox: {exc}")))
+        channel.artifact("session.jsonl", b"")
+        return
     read_fd, write_fd = os.pipe()
     child_in, parent_out = os.pipe()
     pid = os.fork()
@@ -80,30 +272,43 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
             os._exit(code)
     os.close(write_fd)
     os.close(child_in)
-    if channel.reader is not None:
+    # Before reading anything the control plane sent: no process may read it from here.
+    privilege.make_undumpable()
+    to_child = _ChildInput(parent_out)
+    run = _Supervision(channel)
+    stop_pinning = threading.Event()
+    spec = _hand_over(channel, to_child, run)
+    if spec is not None and unprotected is not None:
+        run.emit(LifecycleEvent(step="oom_protection", detail=f"unavailable: {unprotected}"))
+    if spec is not None:
         threading.Thread(
-            target=_pump, args=(channel.reader, parent_out), name="examhall-pump", daemon=True
+            target=_pin_agent_first,
+            args=(spec.sandbox_uid, pid, stop_pinning),
+            name="examhall-oom",
+            daemon=True,
         ).start()
-    else:
-        os.close(parent_out)
-    events: list[Any] = []
-    last_step: str | None = None
-    reported = False
+        if channel.reader is not None:
+            threading.Thread(
+                target=_pump, args=(channel.reader, to_child), name="examhall-pump", daemon=True
+            ).start()
+    try:
+        _relay(read_fd, to_child, run)
+    finally:
+        stop_pinning.set()
+    _, status = os.waitpid(pid, 0)
+    if not run.reported:
+        run.result(death_result(status, run.last_step))
+    session = "".join(json.dumps(event) + "\n" for event in run.events)
+    channel.artifact("session.jsonl", session.encode())
+
+
+def _relay(read_fd: int, to_child: _ChildInput, run: _Supervision) -> None:
     with os.fdopen(read_fd, "rb") as pipe:
         for line in pipe:
             if not line.endswith(b"\n"):
                 break  # cut off mid-write by the child's death
             message = json.loads(line)
-            kind = message.get("type")
-            if kind == "step":
-                last_step = message.get("step")
-            elif kind == "event":
-                events.append(message.get("event"))
-            elif kind == "result":
-                reported = True
-            channel.send_line(line)
-    _, status = os.waitpid(pid, 0)
-    if not reported:
-        channel.send(ResultMessage(result=death_result(status, last_step)))
-    session = "".join(json.dumps(event) + "\n" for event in events)
-    channel.artifact("session.jsonl", session.encode())
+            if message.get("type") == "model_call" and run.direct is not None:
+                to_child.write(encode(run.direct.answer(message)))
+                continue
+            run.forward(message, line)

@@ -2,6 +2,12 @@
 
 Every step fails closed: a failure ends the trial with that step's name and message, and
 nothing after it runs. Started as `python3 -P -m sandbox.worker` by the container entrypoint.
+
+The process that started as root forks at once and stays root as the supervisor
+(sandbox/supervisor.py): it alone reads the run request, so it alone ever holds a
+credential. The child scrubs its environment, drops to the sandbox user, and only then
+imports the suite (from memory), seeds the workspace, checks what it cannot read, runs the
+agent and the judges: suite code never runs with privilege or beside a key.
 """
 
 from __future__ import annotations
@@ -14,16 +20,17 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from sandbox import bundle, credentials, limits, privilege, selfcheck, workspace
+from sandbox import bundle, caps, credentials, limits, privilege, selfcheck, workspace
 from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
 from sandbox.models import resolve_model
 from sandbox.prompt import PromptMismatch, build_system_prompt, prompt_sha256, verify_prompt
 from sandbox.protocol import (
-    BUNDLE_DIR,
+    SANDBOX_GID,
+    SANDBOX_UID,
     WORKSPACE_DIR,
     CaseInfo,
     CasesMessage,
@@ -31,6 +38,7 @@ from sandbox.protocol import (
     Event,
     JudgeScore,
     LifecycleEvent,
+    Limits,
     ListCasesRequest,
     ResultMessage,
     RunSpec,
@@ -43,9 +51,6 @@ from sandbox.supervisor import supervise
 from sandbox.tools import DEFAULT_TOOLS, select_tools
 from sandbox.tools.base import ToolContext
 from sandbox.tools.bash import kill_strays
-
-if TYPE_CHECKING:
-    from sandbox.direct import DirectModel
 
 T = TypeVar("T")
 HOME = "/tmp/home"
@@ -68,11 +73,13 @@ class Worker:
         self.channel = channel
         self.timings: dict[str, float] = {}
         self.events: list[Event] = []
-        self.direct: DirectModel | None = None
+        self.transcript = caps.TranscriptCap(Limits.max_events, Limits.max_event_bytes)
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: Event, *, capped: bool = True) -> None:
+        """Send one transcript event; CapExceeded (not sent) once the transcript is full.
+        `capped=False` is for the worker's own last word on a trial that hit a cap."""
+        self.channel.event(event, self.transcript.admit if capped else None)
         self.events.append(event)
-        self.channel.event(event)
 
     def step(self, name: str, action: Callable[[], T]) -> T:
         """Run one step, timing it; any unexpected error fails the trial at this step."""
@@ -92,56 +99,37 @@ class Worker:
     def run(self) -> None:
         try:
             self.step("start_as_root", self.check_root)
-            request = self.step("read_spec", self.channel.read_request)
         except StepFailed as failure:
             self.channel.send(ResultMessage(result=self.failed(failure)))
             self.channel.artifact("session.jsonl", b"")
             return
+        supervise(self.channel, self.run_sandboxed)
+
+    def run_sandboxed(self, channel: Channel) -> None:
+        """Steps 3-10, in the forked child that becomes the sandbox user; its request
+        comes from the supervisor, without credentials."""
+        self.channel = channel
+        try:
+            request = channel.read_request()
+        except EOFError:
+            return  # the supervisor had no request to hand over, and reported why
         if isinstance(request, ListCasesRequest):
             self.list_cases(request)
             return
-        secrets = credentials.Credentials(request.spec.credentials)
-        spec = dataclasses.replace(request.spec, credentials=None)
-        del request
-        _import_optional(spec)
-        supervise(self.channel, lambda channel: self.run_sandboxed(channel, spec, secrets))
-
-    def run_sandboxed(
-        self, channel: Channel, spec: RunSpec, secrets: credentials.Credentials
-    ) -> None:
-        """Steps 3-10, in the forked child that becomes the sandbox user."""
-        self.channel = channel
+        spec = request.spec
+        self.transcript = caps.TranscriptCap(spec.limits.max_events, spec.limits.max_event_bytes)
+        if spec.command:
+            import sandbox.external  # noqa: F401  (before /workspace is the agent's)
         try:
-            case = self.step("load_bundle", lambda: self.load_case(spec))
             tool_env = self.step("scrub_env", self.scrub_env)
+            self.step("drop_privileges", lambda: self.drop(spec.sandbox_uid, spec.sandbox_gid))
+            case = self.step("load_bundle", lambda: self.load_case(spec))
             self.step("seed_workspace", lambda: self.seed(spec, case))
-            self.step("drop_privileges", lambda: self.drop(spec))
             self.step("self_check", lambda: self.self_check(tool_env))
-            result = self.run_and_judge(spec, case, tool_env, secrets)
+            result = self.run_and_judge(spec, case, tool_env)
         except StepFailed as failure:
             result = self.failed(failure)
         self.channel.send(ResultMessage(result=result))
-
-    def remote_model(
-        self, name: str, spec: RunSpec, secrets: credentials.Credentials
-    ) -> RelayModel | DirectModel:
-        """A provider's model: through the control plane's relay, or called directly with the
-        key this worker holds when the job chose direct credentials."""
-        if spec.provider is None:
-            return RelayModel(name, self.channel.send, self.channel.receive_line)
-        from sandbox.direct import DirectModel
-        from sandbox.providers.client import Budget
-
-        model = DirectModel(
-            name,
-            spec.model.id,
-            spec.provider,
-            api_key=secrets.get("api_key"),
-            budget=Budget.from_limits(spec.budget or {}),
-            emit=self.emit,
-        )
-        self.direct = model
-        return model
 
     def failed(self, failure: StepFailed) -> TrialResult:
         return TrialResult(
@@ -157,15 +145,16 @@ class Worker:
             _fail("start_as_root", "The worker must start as root to enter the sandbox.")
 
     def import_suite(self, name: str, source: str) -> list[Case]:
-        path = bundle.write_bundle(Path(BUNDLE_DIR), name, source)
         try:
-            module = bundle.import_bundle(path)
+            module = bundle.import_source(name, source)
             return cases_of(module)
         except Exception as exc:
             _fail("load_bundle", f"Suite {name} failed to load: {type(exc).__name__}: {exc}")
 
     def list_cases(self, request: ListCasesRequest) -> None:
         try:
+            self.step("scrub_env", self.scrub_env)
+            self.step("drop_privileges", lambda: self.drop(SANDBOX_UID, SANDBOX_GID))
             cases = self.step(
                 "load_bundle", lambda: self.import_suite(request.suite.name, request.suite.source)
             )
@@ -196,46 +185,115 @@ class Worker:
             )
         except workspace.FixtureError as exc:
             _fail("seed_workspace", str(exc))
-        workspace.prepare_directory(Path(HOME), spec.sandbox_uid, spec.sandbox_gid)
 
-    def drop(self, spec: RunSpec) -> None:
+    def drop(self, uid: int, gid: int) -> None:
+        """Leave root for good, after giving the sandbox user its workspace and home."""
         try:
-            privilege.drop_privileges(spec.sandbox_uid, spec.sandbox_gid)
-            privilege.verify_dropped(spec.sandbox_uid, spec.sandbox_gid)
+            for directory in (WORKSPACE_DIR, HOME):
+                workspace.prepare_directory(Path(directory), uid, gid)
+            privilege.drop_privileges(uid, gid)
+            privilege.verify_dropped(uid, gid)
+            # Inherited from the supervisor where the engine granted the means to set it.
+            exempt = privilege.has_bounding_capability(privilege.CAP_SYS_RESOURCE)
+            if exempt and (adj := privilege.oom_score_adj()) != privilege.OOM_EXEMPT:
+                raise privilege.PrivilegeError(f"the worker's oom_score_adj is {adj}.")
         except (OSError, privilege.PrivilegeError) as exc:
             _fail("drop_privileges", f"Failed to enter the unprivileged sandbox: {exc}")
 
     def self_check(self, tool_env: dict[str, str]) -> None:
-        paths = bundle.protected_paths(Path(BUNDLE_DIR))
-        for pid in (os.getpid(), os.getppid(), 1):  # this worker, its supervisor, init
-            paths += [f"/proc/{pid}/environ", f"/proc/{pid}/mem"]
+        # The case code is in this worker's memory only (and the request in the
+        # supervisor's): no file holds it, so these are what an agent could read it from.
+        paths = [
+            f"/proc/{pid}/{name}"
+            for pid in (os.getpid(), os.getppid(), 1)  # this worker, its supervisor, init
+            for name in ("environ", "mem")
+        ]
         try:
             selfcheck.verify_unreadable(paths, tool_env)
         except selfcheck.ReadableError as exc:
             _fail("self_check", str(exc))
 
-    def run_and_judge(
-        self,
-        spec: RunSpec,
-        case: Case,
-        tool_env: dict[str, str],
-        secrets: credentials.Credentials,
-    ) -> TrialResult:
+    def run_and_judge(self, spec: RunSpec, case: Case, tool_env: dict[str, str]) -> TrialResult:
         state = AgentState()
         prompt_hash: str | None = None
         limits_hit: list[str] = []
         watch = limits.snapshot()
 
+        def hit(limit: str, detail: str) -> None:
+            if limit not in limits_hit:
+                limits_hit.append(limit)
+                self.emit(LifecycleEvent(step="limit", detail=detail), capped=False)
+
         def note_limits() -> None:
             nonlocal watch
-            for hit in limits.hits_since(watch):
-                if hit not in limits_hit:
-                    limits_hit.append(hit)
-                    self.emit(LifecycleEvent(step="limit", detail=f"the agent hit the {hit} limit"))
+            for name in limits.hits_since(watch):
+                hit(name, f"the agent hit the {name} limit")
             watch = limits.snapshot()
 
         started = time.monotonic()
         self.channel.send(StepMessage(step="run_agent"))
+        try:
+            failure = self.run_agent(spec, case, tool_env, state, note_limits)
+            prompt_hash = failure.prompt_hash
+        except caps.CapExceeded as exc:
+            failure = _Ran(("limit_exceeded", exc.message))
+            hit(exc.cap, exc.message)
+        finally:
+            # Nothing the agent started may keep running while the judges read the workspace.
+            kill_strays()
+            self.timings["run_agent"] = round(time.monotonic() - started, 6)
+        if self.transcript.tripped is not None:  # also when an external agent's call hit it
+            tripped = self.transcript.tripped
+            failure = _Ran(("limit_exceeded", tripped.message), failure.prompt_hash)
+            hit(tripped.cap, tripped.message)
+
+        def finish(**fields: Any) -> TrialResult:
+            return TrialResult(
+                usage=state.usage,
+                model_requested=str(spec.model),
+                model_returned=state.model_returned,
+                tool_calls=state.tool_calls,
+                final_text=state.final_text,
+                system_prompt_sha256=prompt_hash,
+                limits_hit=limits_hit,
+                timings=self.timings,
+                **fields,
+            )
+
+        if failure.error is not None:
+            kind, message = failure.error
+            return finish(
+                outcome="error", error_kind=kind, error_message=message, failed_step="run_agent"
+            )
+        self.channel.send(StepMessage(step="judge"))
+        started = time.monotonic()
+        try:
+            scores = self.judge(spec, case, state)
+        except _JudgeFailed as failed:
+            if failed.cap is not None:
+                hit(failed.cap, failed.message)
+            return finish(
+                outcome="error",
+                error_kind=failed.kind,
+                error_message=failed.message,
+                failed_step="judge",
+                judges=failed.scores,
+            )
+        finally:
+            self.timings["judge"] = round(time.monotonic() - started, 6)
+        score = sum(s.score for s in scores) / len(scores)
+        return finish(outcome="passed" if score >= 1.0 else "failed", score=score, judges=scores)
+
+    def run_agent(
+        self,
+        spec: RunSpec,
+        case: Case,
+        tool_env: dict[str, str],
+        state: AgentState,
+        after_tool: Callable[[], None],
+    ) -> _Ran:
+        """Step 8; what went wrong, if anything, as the trial's error kind and message."""
+        prompt_hash: str | None = None
         try:
             model, how = resolve_model(
                 spec.model,
@@ -243,7 +301,8 @@ class Worker:
                 seed=spec.seed,
                 round_=spec.round,
                 variant=spec.variant,
-                remote=lambda name: self.remote_model(name, spec, secrets),
+                # Relayed or direct alike: the supervisor or the control plane holds the key.
+                remote=lambda name: RelayModel(name, self.channel.send, self.channel.receive_line),
             )
             self.emit(LifecycleEvent(step="model", detail=f"{spec.model}: {how}"))
             names = spec.tools if spec.tools is not None else (case.tools or DEFAULT_TOOLS)
@@ -258,12 +317,6 @@ class Worker:
                 raise StepFailed("run_agent", str(exc)) from None
             prompt_hash = prompt_sha256(system)
             self.emit(LifecycleEvent(step="system_prompt", detail=f"sha256 {prompt_hash}"))
-            ctx = ToolContext(
-                workspace=Path(WORKSPACE_DIR),
-                timeout_s=spec.limits.tool_timeout_s,
-                output_limit=spec.limits.tool_output_bytes,
-                env=tool_env,
-            )
             if spec.command:
                 from sandbox.external import run_external
 
@@ -284,78 +337,73 @@ class Worker:
                     system=system,
                     prompts=case.prompts,
                     tools=tools,
-                    ctx=ctx,
+                    ctx=ToolContext(
+                        workspace=Path(WORKSPACE_DIR),
+                        timeout_s=spec.limits.tool_timeout_s,
+                        output_limit=spec.limits.tool_output_bytes,
+                        env=tool_env,
+                    ),
                     max_turns=spec.limits.max_turns,
+                    max_tool_calls=spec.limits.max_tool_calls,
+                    max_tool_calls_per_turn=spec.limits.max_tool_calls_per_turn,
                     emit=self.emit,
                     state=state,
-                    after_tool=note_limits,
+                    after_tool=after_tool,
                 )
-            failure: tuple[ErrorKind, str] | None = None
         except ProviderError as exc:
-            failure = (exc.kind, str(exc))
-        except AgentFailure as exc:
-            failure = (exc.kind, exc.message)
-        except StepFailed as exc:
-            failure = (exc.kind, exc.message)
-        finally:
-            # Nothing the agent started may keep running while the judges read the workspace.
-            kill_strays()
-            self.timings["run_agent"] = round(time.monotonic() - started, 6)
+            return _Ran((exc.kind, str(exc)), prompt_hash)
+        except (AgentFailure, StepFailed) as exc:
+            return _Ran((exc.kind, exc.message), prompt_hash)
+        return _Ran(None, prompt_hash)
 
-        def finish(**fields: Any) -> TrialResult:
-            return TrialResult(
-                usage=state.usage,
-                model_requested=str(spec.model),
-                model_returned=state.model_returned,
-                tool_calls=state.tool_calls,
-                final_text=state.final_text,
-                system_prompt_sha256=prompt_hash,
-                cost_usd=self.direct.spent.cost_usd if self.direct else None,
-                limits_hit=limits_hit,
-                timings=self.timings,
-                **fields,
-            )
+    def judge(self, spec: RunSpec, case: Case, state: AgentState) -> list[JudgeScore]:
+        """Step 9: every judge's score, or _JudgeFailed.
 
-        if failure is not None:
-            kind, message = failure
-            return finish(
-                outcome="error", error_kind=kind, error_message=message, failed_step="run_agent"
-            )
-        self.channel.send(StepMessage(step="judge"))
-        started = time.monotonic()
-        run = AgentRun(state.final_text, Path(WORKSPACE_DIR), tuple(self.events))
+        Whatever a judge trips over is what the agent left (a file too large to read, text
+        that does not parse, a structure the judge did not expect): an agent could craft it
+        to make the trial unscored, so a judge that raises fails the trial instead, and says
+        so, as does one that returns no valid score. judge_error stays for faults of the
+        judging itself, never for what the agent controls."""
+        run = AgentRun(
+            state.final_text,
+            Path(WORKSPACE_DIR),
+            tuple(self.events),
+            read_limit=spec.limits.judge_read_bytes,
+        )
         scores: list[JudgeScore] = []
         for item in case.judges:
             try:
                 value, detail = item.score(run)
-            except Exception as exc:
-                self.timings["judge"] = round(time.monotonic() - started, 6)
-                return finish(
-                    outcome="error",
-                    error_kind="judge_error",
-                    error_message=f"Judge {item.name} failed: {type(exc).__name__}: {exc}",
-                    failed_step="judge",
-                    judges=scores,
+            except caps.CapExceeded as exc:
+                raise _JudgeFailed("limit_exceeded", exc.message, scores, exc.cap) from None
+            except BaseException as exc:  # SystemExit too: a judge cannot end the worker
+                message = (
+                    f"Judge {item.name} could not score the agent's work "
+                    f"({type(exc).__name__}: {exc}); a judge that fails on what the agent "
+                    "left fails the trial."
                 )
+                raise _JudgeFailed("agent_error", message, scores) from None
             scores.append(JudgeScore(name=item.name, score=value, detail=detail))
-        self.timings["judge"] = round(time.monotonic() - started, 6)
-        score = sum(s.score for s in scores) / len(scores)
-        return finish(outcome="passed" if score >= 1.0 else "failed", score=score, judges=scores)
+        return scores
 
 
-def _import_optional(spec: RunSpec) -> None:
-    """Import the modules only some trials use, and only for those trials: urllib, http and
-    email make up a third of the worker's start-up imports (about 40 ms of each trial).
+@dataclasses.dataclass(frozen=True)
+class _Ran:
+    """How step 8 ended: None, or the trial's error kind and message."""
 
-    Here, as root, before the workspace is seeded, though the entrypoint's `-P` already
-    keeps the working directory, /workspace, off sys.path: no harness module is first
-    imported once the agent can write there, whatever the interpreter's flags.
-    """
-    if spec.provider is not None:
-        import sandbox.direct
-        import sandbox.providers.client
-    if spec.command:
-        import sandbox.external  # noqa: F401
+    error: tuple[ErrorKind, str] | None
+    prompt_hash: str | None = None
+
+
+class _JudgeFailed(Exception):
+    def __init__(
+        self, kind: ErrorKind, message: str, scores: list[JudgeScore], cap: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.scores = scores
+        self.cap = cap
 
 
 def _jsonable(value: dict[str, object]) -> dict[str, object]:

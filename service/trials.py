@@ -70,6 +70,14 @@ class _Collector:
             self.problems.append(f"Unexpected {message.type} message during a run.")
 
 
+SESSION = "session.jsonl"
+
+
+def session_jsonl(events: list[Event]) -> bytes:
+    """The session artifact's form: one JSON event a line, as the supervisor writes it."""
+    return b"".join(encode(event) for event in events)
+
+
 def _error(kind: ErrorKind, message: str, step: str | None = None) -> TrialResult:
     return TrialResult(outcome="error", error_kind=kind, error_message=message, failed_step=step)
 
@@ -124,12 +132,17 @@ def run_trial(
     )
     result = settle(run, collector.result, deadline_s)
     timings = {**result.timings, **{f"container_{k}": v for k, v in run.timings.items()}}
+    artifacts = collector.artifacts
+    if SESSION not in artifacts:
+        # Killed at its deadline or cut off before the supervisor sent it: the transcript
+        # is kept as far as it got, from the events that did arrive.
+        artifacts[SESSION] = session_jsonl(collector.events)
     return TrialRecord(
         cost_usd=result.cost_usd,
         trial_id=spec.trial_id,
         result=dataclasses.replace(result, timings=timings),
         events=collector.events,
-        artifacts=collector.artifacts,
+        artifacts=artifacts,
         steps=collector.steps,
         container=run,
         wall_s=time.monotonic() - started,

@@ -227,4 +227,10 @@ def malformed(provider: str, what: str, response: HttpResponse) -> ProviderHttpE
 
 
 def encode_json(payload: Mapping[str, Any]) -> bytes:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """A request body; total, since the conversation carries the agent's text: a lone
+    surrogate (a file name that is not UTF-8) goes as a JSON escape instead of raising."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload, separators=(",", ":")).encode("ascii")

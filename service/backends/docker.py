@@ -1,10 +1,9 @@
 """The Docker backend: one fresh, hardened container per trial.
 
-The container gets no network, no capabilities beyond the five the worker's start needs,
-a read-only root, size-capped tmpfs for /tmp and /workspace, a root-only tmpfs for the case
-bundle, and pids/memory/CPU limits. The control plane talks to the worker over the
-container's attached stdin/stdout, kills the container at the wall-clock deadline, and
-removes it in every case.
+The container gets no network, no capabilities beyond the few the worker's start needs, a
+read-only root, size-capped tmpfs for /tmp and /workspace, and pids/memory/CPU limits. The
+control plane talks to the worker over the container's attached stdin/stdout, kills the
+container at the wall-clock deadline, and removes it in every case.
 """
 
 from __future__ import annotations
@@ -24,14 +23,19 @@ import docker
 import docker.errors
 from docker.types import LogConfig
 
-from sandbox.protocol import BUNDLE_DIR, WORKSPACE_DIR, WorkerMessage, encode
+from sandbox.protocol import WORKSPACE_DIR, WorkerMessage, encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from service.wire import ChannelError, parse_worker_line
 
 LABEL_TRIAL = "examhall.trial"
 LABEL_JOB = "examhall.job"
 LABEL_OWNER = "examhall.owner"
+LABEL_PROBE = "examhall.probe"
+# What the worker's start needs as root, all dropped before the agent runs.
 WORKER_CAPS = ["CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE"]
+# Added where the engine can grant it: it lets the supervisor and the worker exempt themselves
+# from the OOM killer and pin the agent's processes as its first choice.
+OOM_CAP = "SYS_RESOURCE"
 STDERR_TAIL_BYTES = 64 * 1024
 MAX_STDOUT_LINE = 64 * 1024 * 1024
 
@@ -137,6 +141,37 @@ class DockerBackend:
         # Running trials and their containers (None until created).
         self._running: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._caps: list[str] | None = None
+
+    def worker_caps(self) -> list[str]:
+        """WORKER_CAPS, with OOM_CAP when this engine can grant it: an engine that runs in a
+        container of its own may lack it (as on the machines examhall is tested on)."""
+        with self._lock:
+            if self._caps is None:
+                self._caps = WORKER_CAPS + ([OOM_CAP] if self._grants(OOM_CAP) else [])
+            return self._caps
+
+    def _grants(self, capability: str) -> bool:
+        try:
+            self.client.containers.run(
+                self.settings.image,
+                entrypoint=["true"],
+                cap_drop=["ALL"],
+                cap_add=[capability],
+                network_mode="none",
+                labels={LABEL_OWNER: self.settings.owner, LABEL_PROBE: capability},
+                log_config=LogConfig(type="none"),
+                remove=True,
+            )
+            return True
+        except docker.errors.APIError:
+            # The engine refused the capability; remove what it left, if anything.
+            for container in self.client.containers.list(
+                all=True, filters={"label": f"{LABEL_PROBE}={capability}"}, ignore_removed=True
+            ):
+                if container.labels.get(LABEL_OWNER) == self.settings.owner:
+                    self._remove(container)
+            return False
 
     def container_config(self, trial_id: str, job_id: str) -> dict[str, Any]:
         limits = self.settings.limits
@@ -148,13 +183,12 @@ class DockerBackend:
             "detach": True,
             "network_mode": self.settings.network,
             "cap_drop": ["ALL"],
-            "cap_add": WORKER_CAPS,
+            "cap_add": self.worker_caps(),
             "security_opt": ["no-new-privileges"],
             "read_only": True,
             "tmpfs": {
                 "/tmp": f"{tmpfs_opts},size={limits.tmp_bytes}",
                 WORKSPACE_DIR: f"{tmpfs_opts},size={limits.workspace_bytes}",
-                BUNDLE_DIR: f"{tmpfs_opts},noexec,size=16m,mode=0700",
             },
             "pids_limit": limits.pids,
             "mem_limit": limits.memory_bytes,
@@ -235,6 +269,9 @@ class DockerBackend:
         run: ContainerRun,
     ) -> None:
         raw: socket.socket = sock._sock
+        # The client's read timeout would end the channel after a quiet minute (a long
+        # tool call) and turn the trial into an infra_error; the deadline below bounds it.
+        raw.settimeout(None)
         errors: list[str] = []
 
         def on_line(line: bytes) -> None:

@@ -178,6 +178,25 @@ def canary_search_suite(case_id: str) -> dict[str, str]:
     return {"name": "probes", "source": source}
 
 
+HOSTILE_SUITE = Path(__file__).parent.parent / "suites" / "hostile_credentials.py"
+# The look-alike the hostile suite plants in its own memory (its PLANTED).
+HOSTILE_PLANTED = "exh-canary-" + "0" * 32
+
+
+def hostile_suite() -> dict[str, str]:
+    """tests/suites/hostile_credentials.py, uploaded as a team would."""
+    return {"name": "hostile_credentials", "source": HOSTILE_SUITE.read_text()}
+
+
+def hostile_findings(server: Server, job_id: str) -> tuple[str, str]:
+    """What the hostile suite found at import (in the prompt) and at judging (the detail)."""
+    (trial,) = server.http.get(f"/v1/jobs/{job_id}/trials").json()
+    assert trial["outcome"] == "passed", (trial["error_kind"], trial["error_message"])
+    events = server.http.get(f"/v1/trials/{trial['id']}/events").json()
+    prompt = next(e["payload"]["content"] for e in events if e["type"] == "message")
+    return prompt, trial["judges"][0]["detail"]
+
+
 def canary_search_command() -> str:
     program = probes.PRELUDE + probes.CANARY + probes.EPILOGUE
     return f"python3 - <<'P'\n{program}\nP"

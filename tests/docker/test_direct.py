@@ -15,11 +15,14 @@ import docker
 import pytest
 
 from tests.docker.conftest import (
+    HOSTILE_PLANTED,
     PROVIDER_KEY_ENV,
     Server,
     canary_search_command,
     canary_search_result,
     canary_search_suite,
+    hostile_findings,
+    hostile_suite,
 )
 
 pytestmark = pytest.mark.docker
@@ -145,3 +148,20 @@ def test_direct_mode_key_cannot_be_found_from_inside(direct_box: Any, canary: st
     assert result["worker_mem"] == {"ok": False, "errno": "EACCES"}
     assert trial["outcome"] == "passed"
     assert canary not in json.dumps(events)
+
+
+def test_a_hostile_suite_finds_no_key_at_import_or_judging(direct_box: Any, canary: str) -> None:
+    """In direct mode the key is in the container, in the root supervisor's memory only: the
+    suite, imported and judged in the worker forked before the key arrived, cannot find it."""
+    server, provider = direct_box("hostile", {"name": "ls", "arguments": {"path": "."}})
+    created = server.submit(
+        suite=hostile_suite(),
+        cases=["search"],
+        model={"provider": "fakeai", "id": "gpt-direct"},
+        credentials="direct",
+    )
+    server.wait(created["id"])
+    at_import, at_judging = hostile_findings(server, created["id"])
+    assert [r["auth"] for r in _received(provider)] == [f"Bearer {canary}"] * 2
+    assert HOSTILE_PLANTED in at_import and HOSTILE_PLANTED in at_judging
+    assert canary not in at_import and canary not in at_judging

@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 
 from tests.docker.conftest import (
+    HOSTILE_PLANTED,
     PROVIDER_KEY_ENV,
     Server,
     canary_search_command,
     canary_search_result,
     canary_search_suite,
+    hostile_findings,
+    hostile_suite,
 )
 from tests.provider_server import Answer, Received, openai_answer, openai_error, provider_server
 
@@ -305,4 +308,17 @@ def test_external_agent_reaches_the_relayed_model_through_the_endpoint(
     assert all(r.headers.get("Authorization") == f"Bearer {canary}" for r in fake.received)
     stdout = server.http.get(f"/v1/trials/{trial['id']}/artifacts/agent.stdout").text
     assert stdout == "agent: I wrote hello.txt.\n"
+    assert canary not in _everything(server, created["id"])
+
+
+def test_a_hostile_suite_finds_no_key_at_import_or_judging(relay_server: Any, canary: str) -> None:
+    """Suite code searches the worker's objects, every process's environ, cmdline, memory and
+    stdin, its own descriptors and every file, at import and at judging: the relay's key
+    is in the control plane only, and the planted look-alike shows the search can see."""
+    server, _ = relay_server(lambda _request: openai_answer(text="Listed."))
+    created = server.submit(suite=hostile_suite(), model=MODEL, cases=["search"])
+    server.wait(created["id"])
+    at_import, at_judging = hostile_findings(server, created["id"])
+    assert HOSTILE_PLANTED in at_import and HOSTILE_PLANTED in at_judging
+    assert canary not in at_import and canary not in at_judging
     assert canary not in _everything(server, created["id"])

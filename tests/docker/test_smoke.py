@@ -16,10 +16,11 @@ SMOKE_CASES = ["create-greeting", "fix-config", "count-lines", "notes-in-steps"]
 WORKER_STEPS = [
     "start_as_root",
     "read_spec",
-    "load_bundle",
     "scrub_env",
-    "seed_workspace",
+    # The suite is imported only once the worker is the sandbox user.
     "drop_privileges",
+    "load_bundle",
+    "seed_workspace",
     "self_check",
     "run_agent",
     "judge",

@@ -1,0 +1,131 @@
+"""The integrity invariant, tried from inside real trials: nothing the agent does may end its
+trial unscored (`sandbox_error`, `judge_error`, `infra_error`) or retried. Each attack in
+tests/suites/hostile_agent.py must end as a scored failure, with the cap it hit recorded,
+and its transcript kept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle
+from service.backends.docker import DockerBackend, DockerSettings
+from service.trials import TrialRecord, run_trial
+
+pytestmark = pytest.mark.docker
+
+SUITE = SuiteBundle(
+    "hostile_agent", (Path(__file__).parent.parent / "suites" / "hostile_agent.py").read_text()
+)
+SCORED = ("passed", "failed")
+AGENT_SIDE = ("agent_error", "provider_error", "timeout", "limit_exceeded")
+
+
+def attack(trial: Callable[..., TrialRecord], case: str, **spec: object) -> TrialRecord:
+    record = trial(SUITE, case, "faux/attack", **spec)
+    result = record.result
+    assert result.outcome in SCORED or result.error_kind in AGENT_SIDE, result
+    session = record.artifacts.get("session.jsonl")
+    assert session is not None and session.strip(), "the transcript must be kept"
+    assert all(json.loads(line) for line in session.decode().splitlines())
+    return record
+
+
+def test_undecodable_file_names_reach_the_model_as_escapes(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    record = attack(trial, "undecodable-file-name")
+    assert record.result.outcome == "failed"
+    results = [e for e in record.events if e.type == "tool_result"][1:]
+    assert [r.name for r in results] == ["ls", "find", "grep"]
+    for listing in results[:2]:
+        assert "bad-\\udcff\\udcfe.txt" in listing.content, listing
+
+
+def test_lone_surrogates_in_model_output_are_carried_visibly(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    record = attack(trial, "lone-surrogate")
+    assert record.result.outcome == "failed"
+    assert record.result.final_text == "Finished \\ud83d without its pair."
+
+
+def test_a_huge_sparse_file_fails_the_judge_read_cap(trial: Callable[..., TrialRecord]) -> None:
+    record = attack(trial, "huge-sparse-answer")
+    result = record.result
+    assert (result.error_kind, result.failed_step) == ("limit_exceeded", "judge")
+    assert result.limits_hit == ["judge_read_bytes"]
+    assert "answer.txt larger than the 16777216 bytes" in (result.error_message or "")
+
+
+def test_a_judge_that_raises_on_agent_output_fails_the_trial(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    result = attack(trial, "judge-trips-on-garbage").result
+    assert (result.error_kind, result.failed_step) == ("agent_error", "judge")
+    assert "Judge parses could not score the agent's work (JSONDecodeError" in (
+        result.error_message or ""
+    )
+
+
+def test_file_absent_sees_a_dangling_symlink(trial: Callable[..., TrialRecord]) -> None:
+    result = attack(trial, "dangling-symlink").result
+    assert result.outcome == "failed" and result.judges[0].detail == "secret.txt still exists"
+
+
+def test_tool_calls_in_one_turn_are_capped(trial: Callable[..., TrialRecord]) -> None:
+    record = attack(trial, "tool-calls-in-one-turn")
+    assert record.result.error_kind == "limit_exceeded"
+    assert record.result.limits_hit == ["tool_calls_per_turn"]
+    assert not [e for e in record.events if e.type == "tool_call"], "no call of the turn ran"
+
+
+def test_tool_calls_per_trial_are_capped(trial: Callable[..., TrialRecord]) -> None:
+    limits = Limits(max_turns=1000, max_tool_calls=25)
+    record = attack(trial, "transcript-flood", limits=limits)
+    assert record.result.limits_hit == ["tool_calls"]
+    assert record.result.tool_calls == 25
+
+
+def test_the_transcript_is_capped_in_bytes(trial: Callable[..., TrialRecord]) -> None:
+    limits = Limits(max_turns=1000, max_event_bytes=4 * 1024 * 1024)
+    record = attack(trial, "transcript-flood", limits=limits)
+    assert record.result.error_kind == "limit_exceeded"
+    assert record.result.limits_hit == ["event_bytes"]
+    session = record.artifacts["session.jsonl"]
+    assert 3 * 1024 * 1024 < len(session) < 5 * 1024 * 1024
+    assert b"transcript reached its cap of 4194304 bytes" in session
+
+
+def test_the_transcript_is_capped_in_events(trial: Callable[..., TrialRecord]) -> None:
+    record = attack(trial, "transcript-flood", limits=Limits(max_turns=1000, max_events=60))
+    assert record.result.limits_hit == ["events"]
+    # The cap, and the worker's note of it; the supervisor's own notes are not the agent's.
+    worker_events = [e for e in record.events if getattr(e, "step", "") != "oom_protection"]
+    assert len(worker_events) == 61
+
+
+def test_a_quiet_tool_call_longer_than_the_clients_read_timeout_is_not_an_infra_error(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    client = docker.from_env(timeout=3)
+    backend = DockerBackend(DockerSettings(image=sandbox_image), client)
+    spec = RunSpec(
+        trial_id="quiet", suite=SUITE, case_id="quiet-for-long", model=ModelRef("faux", "attack")
+    )
+    result = run_trial(backend, spec, job_id="tests", deadline_s=60).result
+    assert result.outcome == "failed", result
+    assert result.judges[0].detail.startswith("answer.txt differs")
+
+
+def test_a_trial_killed_at_its_deadline_keeps_its_transcript(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    record = attack(trial, "outlast-the-deadline", deadline_s=6)
+    assert record.result.error_kind == "timeout"
+    session = record.artifacts["session.jsonl"].decode()
+    assert '"tool_call"' in session and "sleep 120" in session
