@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel
 from sqlalchemy import select, text
+from starlette.concurrency import run_in_threadpool
 
 from service import __version__, images
 from service.api import allow, metrics
@@ -25,6 +26,7 @@ from service.api.auth import UNAUTHORIZED, Admin, Caller, principal
 from service.api.context import Context, Ctx
 from service.api.report_schema import Report
 from service.api.schemas import ErrorBody, EventView, JobCreated, JobRequest, JobView, TrialView
+from service.api.settings import FrontSettings
 from service.api.stream import JobWatch, job_events
 from service.api.views import (
     cancel_job,
@@ -39,18 +41,21 @@ from service.backends.docker import DockerBackend, DockerSettings
 from service.jobs import (
     JobInputError,
     check_models,
+    check_plan_size,
+    check_variant_count,
     create_job,
     resolve_design,
     resolve_suite,
     select_cases,
 )
+from service.listing import Lister, ListingBusy
 from service.providers import ProviderRegistry
 from service.report.build import render_text
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Artifact, Job, Trial
 from service.store.models import Event as EventRow
-from service.suites import SuiteError, list_cases
+from service.suites import SuiteError
 from service.web.routes import register_web
 
 ADMIN_TOKEN_ENV = "EXAMHALL_ADMIN_TOKEN"
@@ -76,12 +81,14 @@ def create_app(
     max_containers: int | None = None,
     make_backend: Callable[[str], DockerBackend] | None = None,
     admin_token: str | None = None,
+    settings: FrontSettings | None = None,
 ) -> FastAPI:
     """The app; the database, image and scheduler come up in its lifespan.
 
     `admin_token` (else $EXAMHALL_ADMIN_TOKEN) is accepted as an admin bearer token, so a
     fresh box can be used, and its teams created over the CLI, before any token exists."""
     admin_token = admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    front = settings or FrontSettings.from_env()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -96,6 +103,7 @@ def create_app(
         sessions = session_factory(engine)
         scheduler = Scheduler(sessions, backend, providers, max_containers=max_containers)
         scheduler.start()
+        lister = Lister(backend, scheduler, front.list_timeout_s)
         app.state.ctx = Context(
             sessions,
             backend,
@@ -104,10 +112,13 @@ def create_app(
             _image_digest(client, image),
             providers,
             admin_token,
+            front,
+            lister,
         )
         try:
             yield
         finally:
+            lister.close()
             scheduler.stop()
             engine.dispose()
 
@@ -154,29 +165,44 @@ def _routes(app: FastAPI) -> None:
         "/jobs",
         status_code=201,
         response_model=JobCreated,
-        responses={400: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+        responses={
+            413: {"model": ErrorBody},
+            422: {"model": ErrorBody},
+            503: {"model": ErrorBody},
+        },
         summary="Submit an eval job",
     )
-    def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
+    async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
+        # Async: listing may wait for a container slot and then run one for up to
+        # EXAMHALL_LIST_TIMEOUT_S, which must hold neither the event loop nor a request
+        # thread (service/listing.py). The short steps around it run on the thread pool.
+        check_variant_count(body, c.settings.max_variants)
+        bundle = await run_in_threadpool(resolve_suite, body)
         try:
-            bundle = resolve_suite(body)
-            infos = list_cases(c.backend, bundle)
+            infos = await c.lister.cases(bundle, caller.team_id)
         except SuiteError as exc:
             raise JobInputError(("body", "suite"), str(exc)) from None
-        cases = select_cases(body, [info.id for info in infos], bundle.name)
-        design = resolve_design(body, cases)
-        check_models(body, design, infos, c.providers)
-        with c.sessions.begin() as session:
-            job = create_job(
-                session,
-                body,
-                bundle,
-                design,
-                image=c.image,
-                image_digest=c.image_digest,
-                team_id=caller.team_id,
-            )
-            created = JobCreated(id=job.id, planned_trials=job.planned, status=job.status)
+        except ListingBusy as exc:
+            raise HTTPException(503, str(exc), headers={"Retry-After": "10"}) from None
+
+        def plan_and_store() -> JobCreated:
+            cases = select_cases(body, [info.id for info in infos], bundle.name)
+            design = resolve_design(body, cases)
+            check_plan_size(body, design, c.settings.max_planned_trials)
+            check_models(body, design, infos, c.providers)
+            with c.sessions.begin() as session:
+                job = create_job(
+                    session,
+                    body,
+                    bundle,
+                    design,
+                    image=c.image,
+                    image_digest=c.image_digest,
+                    team_id=caller.team_id,
+                )
+                return JobCreated(id=job.id, planned_trials=job.planned, status=job.status)
+
+        created = await run_in_threadpool(plan_and_store)
         c.scheduler.wake()
         return created
 
