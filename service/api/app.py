@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from service import __version__, images
 from service.api import allow, metrics
 from service.api.auth import UNAUTHORIZED, Admin, Caller, principal
+from service.api.body_limit import BodyLimit
 from service.api.context import Context, Ctx
 from service.api.report_schema import Report
 from service.api.schemas import ErrorBody, EventView, JobCreated, JobRequest, JobView, TrialView
@@ -130,6 +131,7 @@ def create_app(
     )
     _routes(app)
     register_web(app)
+    app.add_middleware(BodyLimit, max_bytes=front.max_body_bytes)
     return app
 
 
@@ -159,7 +161,11 @@ def _routes(app: FastAPI) -> None:
 
     # Authentication runs before the body is read, so a caller without a token learns
     # nothing about the API beyond the 401.
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(principal)], responses=UNAUTHORIZED)
+    v1 = APIRouter(
+        prefix="/v1",
+        dependencies=[Depends(principal)],
+        responses=UNAUTHORIZED,
+    )
 
     @v1.post(
         "/jobs",
