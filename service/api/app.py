@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import __version__, images
 from service.api import allow, metrics
-from service.api.auth import UNAUTHORIZED, Admin, Caller, principal
+from service.api.auth import UNAUTHORIZED, Admin, Caller, principal, resolve
 from service.api.body_limit import BodyLimit
 from service.api.context import Context, Ctx
 from service.api.report_schema import Report
@@ -252,8 +252,20 @@ def _routes(app: FastAPI) -> None:
     def stream_job(job_id: str, request: Request, c: Ctx, caller: Caller) -> StreamingResponse:
         with c.sessions() as session:
             get_job(session, caller, job_id)
+
+        def still_allowed() -> bool:
+            # The same credential, asked again: revoked tokens and ended sessions fail.
+            now = resolve(c, request)
+            return now is not None and (now.admin or now.team_id == caller.team_id)
+
+        events = job_events(
+            JobWatch(c.sessions, job_id),
+            request.is_disconnected,
+            still_allowed,
+            recheck_s=c.settings.stream_recheck_s,
+        )
         return StreamingResponse(
-            job_events(JobWatch(c.sessions, job_id), request.is_disconnected),
+            events,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
