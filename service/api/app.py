@@ -38,6 +38,7 @@ from service.api.views import (
     trial_view,
     visible_jobs,
 )
+from service.artifact_names import artifact_name_problem, content_disposition
 from service.backends.docker import DockerBackend, DockerSettings
 from service.jobs import (
     JobInputError,
@@ -322,15 +323,24 @@ def _routes(app: FastAPI) -> None:
     def trial_artifact(trial_id: str, name: str, c: Ctx, caller: Caller) -> Response:
         with c.sessions() as session:
             get_trial(session, caller, trial_id)
-            artifact = session.scalar(
-                select(Artifact).where(Artifact.trial_id == trial_id, Artifact.name == name)
-            )
+            artifact = None
+            if artifact_name_problem(name) is None:
+                artifact = session.scalar(
+                    select(Artifact).where(Artifact.trial_id == trial_id, Artifact.name == name)
+                )
             if artifact is None:
-                raise HTTPException(404, f"Trial {trial_id} has no artifact {name}.")
+                raise HTTPException(404, f"Trial {trial_id} has no artifact {name!r}.")
             media = (
                 "application/x-ndjson" if name.endswith(".jsonl") else "application/octet-stream"
             )
-            return Response(artifact.content, media_type=media, headers={"ETag": artifact.sha256})
+            # An artifact is agent-made bytes: a browser must save it, never render or sniff
+            # it as a page of this origin.
+            headers = {
+                "ETag": artifact.sha256,
+                "X-Content-Type-Options": "nosniff",
+                "Content-Disposition": content_disposition(name),
+            }
+            return Response(artifact.content, media_type=media, headers=headers)
 
     @v1.get(
         "/jobs/{job_id}/report",
