@@ -25,7 +25,7 @@ from sandbox.protocol import (
 from service.backends.docker import ContainerRun, DockerBackend
 
 MAX_SUITE_BYTES = 1024 * 1024
-# The CLI's deadline; the control plane's is EXAMHALL_LIST_TIMEOUT_S (service/api/settings.py).
+# For callers that give none; the CLI and the control plane use EXAMHALL_LIST_TIMEOUT_S.
 LIST_DEADLINE_S = 60.0
 # trials.case_id is VARCHAR(200): PostgreSQL refuses a longer value (SQLite would keep it).
 MAX_CASE_ID_CHARS = 200
