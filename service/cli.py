@@ -22,6 +22,7 @@ from sandbox.protocol import Limits, ModelRef, RunSpec
 from service import images
 from service.admin import add_admin_commands
 from service.agent_images import AGENTS, ensure_agent_image
+from service.api.settings import FrontSettings
 from service.backends.docker import DockerBackend, DockerSettings
 from service.box import add_box_commands
 from service.client import ApiError, Client
@@ -77,10 +78,20 @@ def cmd_image_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _list_deadline() -> float:
+    """EXAMHALL_LIST_TIMEOUT_S, as the control plane reads it (a bad value is a SuiteError)."""
+    try:
+        return FrontSettings.from_env().list_timeout_s
+    except ValueError as exc:
+        raise SuiteError(str(exc)) from None
+
+
 def cmd_cases(args: argparse.Namespace) -> int:
     client = _client()
     try:
-        cases = list_cases(_backend(client, quiet=True), load_suite(args.suite))
+        cases = list_cases(
+            _backend(client, quiet=True), load_suite(args.suite), deadline_s=_list_deadline()
+        )
     except SuiteError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
@@ -143,7 +154,8 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
         return 2
     backend = _backend(_client(), quiet=args.json)
     try:
-        infos = {info.id: info for info in list_cases(backend, bundle)}
+        cases = list_cases(backend, bundle, deadline_s=_list_deadline())
+        infos = {info.id: info for info in cases}
     except SuiteError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2

@@ -192,6 +192,29 @@ def select_cases(request: JobRequest, known: list[str], suite: str) -> list[str]
     return list(request.cases)
 
 
+def check_variant_count(request: JobRequest, max_variants: int) -> None:
+    """Checked before the suite is listed: a job with too many variants needs no container."""
+    count = len(request.variants or {})
+    if count > max_variants:
+        raise JobInputError(
+            ("body", "variants"),
+            f"The job names {count} variants; this box allows at most {max_variants} per job "
+            "(EXAMHALL_MAX_VARIANTS). Split it into several jobs.",
+        )
+
+
+def check_plan_size(request: JobRequest, design: Design, max_planned: int) -> None:
+    """Every read of a job scans its trials, so one request may not plan without bound."""
+    planned = len(design.cases) * len(design.arms) * request.rounds
+    if planned > max_planned:
+        raise JobInputError(
+            ("body", "rounds"),
+            f"The job plans {planned} trials ({len(design.cases)} cases x {len(design.arms)} "
+            f"variants x {request.rounds} rounds); this box allows at most {max_planned} per "
+            "job (EXAMHALL_MAX_PLANNED_TRIALS). Ask for fewer rounds, cases or variants.",
+        )
+
+
 def check_models(
     request: JobRequest,
     design: Design,

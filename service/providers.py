@@ -155,6 +155,16 @@ class ProviderRegistry:
                 parse_coin(model_id)
             except ProviderError as exc:
                 return "id", str(exc)
+            # On a pass the simulated model replays the case's `solution` script; without
+            # one every trial would end a provider_error, a confident 0% that means nothing.
+            for case_id, names in scripts.items():
+                if "solution" not in names:
+                    return (
+                        "id",
+                        f"Case {case_id} has no 'solution' script, which simulated/{model_id} "
+                        "replays when its coin passes; add scripts={'solution': [...]} to the "
+                        "case, or choose another model.",
+                    )
         elif provider == "faux":
             for case_id, names in scripts.items():
                 if model_id not in names:

@@ -26,14 +26,15 @@ from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import Event, Limits, ModelRef, RunSpec, SuiteBundle
-from service.backends.docker import LABEL_OWNER, DockerBackend
+from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, owner_gone
 from service.gateway import Budget, TrialGateway
 from service.planes import BEAT_EVERY_S, beat, forget, live_planes
 from service.providers import ProviderRegistry
 from service.store.db import CLAIM_LOCK, take_turns
-from service.store.models import Artifact, Job, Suite, Team, Trial, queued_trial
+from service.store.models import Artifact, Job, Plane, Suite, Team, Trial, queued_trial
 from service.store.models import Event as EventRow
 from service.store.queries import dict_of
+from service.suites import LIST_PREFIX
 from service.trials import TrialRecord, run_trial
 
 log = logging.getLogger("examhall.scheduler")
@@ -140,6 +141,14 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._suites: dict[str, SuiteBundle] = {}
         self.on_change: Callable[[str], None] | None = None
+        # Suite listings (service/listing.py) run containers too, so they hold slots of the
+        # box's and their team's caps: the team of each listing running, and of each
+        # waiting for a slot (served before queued trials, since a request is waiting).
+        self._listings: list[str | None] = []
+        self._listing_waits: list[str | None] = []
+        # Claims and listing reservations take turns, so neither sees the other's count
+        # half-updated and the caps hold between them.
+        self._slots = threading.Lock()
 
     # ----- lifecycle --------------------------------------------------------------------
 
@@ -195,9 +204,24 @@ class Scheduler:
     def _reap(self, others: set[str]) -> list[str]:
         """Remove containers of this store's trials that no live control plane is running:
         ours that ended, and those of planes that are gone (not among the live `others`)."""
+        with self.sessions() as session:
+            planes = set(session.scalars(select(Plane.owner)).all())
+
+        def only(container: Any) -> bool:
+            owner = container.labels.get(LABEL_OWNER, "")
+            if owner in others:
+                return False
+            if container.labels.get(LABEL_TRIAL, "").startswith(LIST_PREFIX):
+                # A listing has no row to ask the store about, and the engine may be shared
+                # with another store's planes: remove it only when its plane is known to be
+                # gone (its process exited on this host, or it is one of this store's planes
+                # and no longer beats), or it is ours and no longer running.
+                return owner == self.owner or owner_gone(owner) or owner in planes
+            return True
+
         return self.backend.reap(
-            keep=lambda trial: not self._known(trial),
-            only=lambda container: container.labels.get(LABEL_OWNER) not in others,
+            keep=lambda trial: not trial.startswith(LIST_PREFIX) and not self._known(trial),
+            only=only,
         )
 
     def _known(self, trial_id: str) -> bool:
@@ -226,14 +250,56 @@ class Scheduler:
             self._wake.clear()
 
     def _fill(self) -> None:
-        with self._lock:
-            free = self.max_containers - len(self._running)
-        if free <= 0:
-            return
-        for trial_id, job_id in self._claim(free):
+        with self._slots:
             with self._lock:
-                self._running[trial_id] = job_id
+                held = len(self._running) + len(self._listings) + len(self._listing_waits)
+            free = self.max_containers - held
+            if free <= 0:
+                return
+            claimed = self._claim(free)
+            with self._lock:
+                self._running.update(claimed)
+        for trial_id, _job_id in claimed:
             self._pool.submit(self._run_guarded, trial_id)
+
+    # ----- listings' slots --------------------------------------------------------------
+
+    def wait_for_listing(self, team_id: str | None, waiting: bool) -> None:
+        """Mark (or unmark) a listing of `team_id` as waiting: trials are not claimed into
+        the slot it is waiting for."""
+        with self._lock:
+            if waiting:
+                self._listing_waits.append(team_id)
+            else:
+                self._listing_waits.remove(team_id)
+
+    def reserve_listing(self, team_id: str | None) -> bool:
+        """Take a container slot for a listing of `team_id`'s suite, within the box's cap and
+        the team's (counted over every control plane's running trials); False when full."""
+        with self._slots:
+            with self._lock:
+                if len(self._running) + len(self._listings) >= self.max_containers:
+                    return False
+                mine = self._listings.count(team_id)
+            if team_id is not None:
+                with self.sessions() as session:
+                    cap = session.scalar(select(Team.max_containers).where(Team.id == team_id))
+                    if cap is not None:
+                        running = running_by_team(session).get(team_id, 0)
+                        if running + mine >= cap:
+                            return False
+            with self._lock:
+                self._listings.append(team_id)
+            return True
+
+    def release_listing(self, team_id: str | None) -> None:
+        with self._lock:
+            self._listings.remove(team_id)
+        self._wake.set()
+
+    def listings(self) -> int:
+        with self._lock:
+            return len(self._listings)
 
     def cancel(self, job_id: str) -> None:
         """Kill the containers of a cancelled job's trials that this process runs now."""
@@ -273,6 +339,11 @@ class Scheduler:
             if postgres:
                 queue = queue.with_for_update(skip_locked=True, of=Trial)
             room = self._team_room(session)
+            with self._lock:
+                local = self._listings + self._listing_waits
+            for team_id in local:
+                if team_id in room:
+                    room[team_id] -= 1
             # Capped teams are queried apart, each for no more than its room, so a capped
             # team's long queue can never crowd the others out of the window.
             uncapped = queue.where(or_(Job.team_id.is_(None), Job.team_id.not_in(room)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import unicodedata
 import uuid
 from pathlib import Path
 
@@ -21,10 +22,15 @@ from sandbox.protocol import (
     WorkerMessage,
     encode,
 )
-from service.backends.docker import DockerBackend
+from service.backends.docker import ContainerRun, DockerBackend
 
 MAX_SUITE_BYTES = 1024 * 1024
+# For callers that give none; the CLI and the control plane use EXAMHALL_LIST_TIMEOUT_S.
 LIST_DEADLINE_S = 60.0
+# trials.case_id is VARCHAR(200): PostgreSQL refuses a longer value (SQLite would keep it).
+MAX_CASE_ID_CHARS = 200
+# Labels of listing containers: the reaper tells them from trials' by this prefix.
+LIST_PREFIX = "list-"
 
 
 class SuiteError(ValueError):
@@ -67,12 +73,66 @@ def cache_dir() -> Path:
     return Path(base) / "cases"
 
 
-def list_cases(backend: DockerBackend, bundle: SuiteBundle) -> list[CaseInfo]:
+def _cache_file(backend: DockerBackend, bundle: SuiteBundle) -> Path:
     # Keyed by suite and image: a new worker may discover cases differently.
     key = hashlib.sha256(f"{suite_sha256(bundle)}\n{backend.settings.image}".encode()).hexdigest()
-    cached = cache_dir() / f"{key}.json"
-    if cached.is_file():
-        return [CaseInfo(**item) for item in json.loads(cached.read_text())]
+    return cache_dir() / f"{key}.json"
+
+
+def cached_cases(backend: DockerBackend, bundle: SuiteBundle) -> list[CaseInfo] | None:
+    """The suite's cases when a listing of it was kept, without starting a container."""
+    cached = _cache_file(backend, bundle)
+    if not cached.is_file():
+        return None
+    return [CaseInfo(**item) for item in json.loads(cached.read_text())]
+
+
+def case_id_problem(case_id: object) -> str | None:
+    """Why a listed case id cannot be stored and shown, or None. The id comes from suite code,
+    so it is checked here, once, before any row holds it."""
+    if not isinstance(case_id, str) or not case_id:
+        return f"Case id {case_id!r} must be a non-empty string."
+    shown = repr(case_id[:60]) + ("..." if len(case_id) > 60 else "")
+    if len(case_id) > MAX_CASE_ID_CHARS:
+        return (
+            f"Case id {shown} is {len(case_id)} characters long; the store keeps at most "
+            f"{MAX_CASE_ID_CHARS}. Shorten it."
+        )
+    for char in case_id:
+        # Cc: control characters, NUL among them (PostgreSQL cannot store NUL in text);
+        # Cs: lone surrogates, which no encoding can write.
+        if unicodedata.category(char) in ("Cc", "Cs"):
+            return (
+                f"Case id {shown} contains the control character {char!r}; use printable "
+                "characters only."
+            )
+    return None
+
+
+def _failure(run: ContainerRun, deadline_s: float) -> str:
+    """Why a listing container gave no answer, in words an author of the suite can act on."""
+    tail = run.stderr_tail.strip()[-1000:]
+    if run.timed_out:
+        return (
+            f"the suite's import took longer than {deadline_s:g} s, so its container was "
+            "stopped; make the module quick to import (no work at import time)"
+        )
+    if run.infra_error:
+        return run.infra_error
+    if run.oom_killed:
+        return "the suite's import ran out of memory"
+    reason = f"the listing container exited with code {run.exit_code} without an answer"
+    if run.channel_error:
+        reason += f" ({run.channel_error})"
+    return f"{reason}: {tail}" if tail else f"{reason} and printed nothing"
+
+
+def list_cases(
+    backend: DockerBackend, bundle: SuiteBundle, *, deadline_s: float = LIST_DEADLINE_S
+) -> list[CaseInfo]:
+    cases = cached_cases(backend, bundle)
+    if cases is not None:
+        return cases
     answers: list[CasesMessage] = []
 
     def on_message(message: WorkerMessage) -> None:
@@ -80,20 +140,25 @@ def list_cases(backend: DockerBackend, bundle: SuiteBundle) -> list[CaseInfo]:
             answers.append(message)
 
     run = backend.run(
-        trial_id=f"list-{uuid.uuid4().hex[:12]}",
+        trial_id=f"{LIST_PREFIX}{uuid.uuid4().hex[:12]}",
         job_id="list-cases",
         request=encode(ListCasesRequest(suite=bundle)),
-        deadline_s=LIST_DEADLINE_S,
+        deadline_s=deadline_s,
         on_message=on_message,
     )
     if not answers:
-        detail = run.infra_error or run.channel_error or run.stderr_tail.strip()[-1000:]
-        raise SuiteError(f"Listing the cases of suite {bundle.name} failed: {detail}")
+        raise SuiteError(
+            f"Listing the cases of suite {bundle.name} failed: {_failure(run, deadline_s)}."
+        )
     if answers[0].error:
         raise SuiteError(answers[0].error)
     cases = answers[0].cases
+    for case in cases:
+        if problem := case_id_problem(case.id):
+            raise SuiteError(f"Suite {bundle.name}: {problem}")
+    cached = _cache_file(backend, bundle)
     cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(".tmp")
+    tmp = cached.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(
         json.dumps([{"id": c.id, "metadata": c.metadata, "scripts": c.scripts} for c in cases])
     )

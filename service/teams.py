@@ -94,14 +94,21 @@ def create_token(session: Session, team: Team | None) -> str:
 
 
 def authenticate(session: Session, token: str, admin_token: str | None = None) -> Principal | None:
-    """The principal a bearer token stands for, or None when it is unknown or revoked.
+    """The principal a bearer token stands for, or None when it is unknown or revoked."""
+    return principal_of(session, hash_token(token), admin_token)
 
-    `admin_token` is the box's bootstrap admin token (EXAMHALL_ADMIN_TOKEN), compared in
-    constant time so response timing does not reveal how much of a guess matched."""
-    if admin_token and hmac.compare_digest(token.encode(), admin_token.encode()):
+
+def principal_of(
+    session: Session, token_sha256: str, admin_token: str | None = None
+) -> Principal | None:
+    """The principal of the token with this sha256 (a web session keeps only that), or None.
+
+    `admin_token` is the box's bootstrap admin token (EXAMHALL_ADMIN_TOKEN), whose hash is
+    compared in constant time so response timing does not reveal how much of a guess matched."""
+    if admin_token and hmac.compare_digest(token_sha256, hash_token(admin_token)):
         return Principal(team_id=None, name="admin", admin=True)
     row = session.scalar(
-        select(Token).where(Token.sha256 == hash_token(token), Token.revoked_at.is_(None))
+        select(Token).where(Token.sha256 == token_sha256, Token.revoked_at.is_(None))
     )
     if row is None:
         return None

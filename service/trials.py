@@ -23,6 +23,7 @@ from sandbox.protocol import (
     encode,
 )
 from sandbox.relay import ModelCallMessage, ModelReplyMessage
+from service.artifact_names import artifact_name_problem
 from service.backends.docker import ContainerRun, DockerBackend
 
 
@@ -56,6 +57,9 @@ class _Collector:
         elif isinstance(message, StepMessage):
             self.steps.append(message.step)
         elif isinstance(message, ArtifactMessage):
+            if problem := artifact_name_problem(message.name):
+                self.problems.append(f"An artifact was not kept: {problem}.")
+                return
             content = base64.b64decode(message.content_b64)
             if hashlib.sha256(content).hexdigest() != message.sha256:
                 self.problems.append(f"Artifact {message.name} does not match its sha256.")

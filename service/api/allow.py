@@ -15,6 +15,8 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
+from service.api.json_body import unparsable_body
+
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 
@@ -32,6 +34,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def with_allow(request: Request, exc: HTTPException) -> Response:
+        # The one handler of HTTPException, so it also turns FastAPI's 400 for a body it
+        # could not parse into the API's 422.
+        if (unparsable := await unparsable_body(request, exc)) is not None:
+            return unparsable
         if exc.status_code == 405:
             for pattern, methods in patterns():
                 if pattern.match(request.url.path):

@@ -18,13 +18,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel
 from sqlalchemy import select, text
+from starlette.concurrency import run_in_threadpool
 
 from service import __version__, images
 from service.api import allow, metrics
-from service.api.auth import UNAUTHORIZED, Admin, Caller, principal
+from service.api.auth import UNAUTHORIZED, Admin, Caller, principal, resolve
+from service.api.body_limit import BodyLimit
 from service.api.context import Context, Ctx
 from service.api.report_schema import Report
 from service.api.schemas import ErrorBody, EventView, JobCreated, JobRequest, JobView, TrialView
+from service.api.settings import FrontSettings
 from service.api.stream import JobWatch, job_events
 from service.api.views import (
     cancel_job,
@@ -35,22 +38,26 @@ from service.api.views import (
     trial_view,
     visible_jobs,
 )
+from service.artifact_names import artifact_name_problem, content_disposition
 from service.backends.docker import DockerBackend, DockerSettings
 from service.jobs import (
     JobInputError,
     check_models,
+    check_plan_size,
+    check_variant_count,
     create_job,
     resolve_design,
     resolve_suite,
     select_cases,
 )
+from service.listing import Lister, ListingBusy
 from service.providers import ProviderRegistry
 from service.report.build import render_text
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Artifact, Job, Trial
 from service.store.models import Event as EventRow
-from service.suites import SuiteError, list_cases
+from service.suites import SuiteError
 from service.web.routes import register_web
 
 ADMIN_TOKEN_ENV = "EXAMHALL_ADMIN_TOKEN"
@@ -76,12 +83,14 @@ def create_app(
     max_containers: int | None = None,
     make_backend: Callable[[str], DockerBackend] | None = None,
     admin_token: str | None = None,
+    settings: FrontSettings | None = None,
 ) -> FastAPI:
     """The app; the database, image and scheduler come up in its lifespan.
 
     `admin_token` (else $EXAMHALL_ADMIN_TOKEN) is accepted as an admin bearer token, so a
     fresh box can be used, and its teams created over the CLI, before any token exists."""
     admin_token = admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    front = settings or FrontSettings.from_env()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -96,6 +105,7 @@ def create_app(
         sessions = session_factory(engine)
         scheduler = Scheduler(sessions, backend, providers, max_containers=max_containers)
         scheduler.start()
+        lister = Lister(backend, scheduler, front.list_timeout_s)
         app.state.ctx = Context(
             sessions,
             backend,
@@ -104,10 +114,13 @@ def create_app(
             _image_digest(client, image),
             providers,
             admin_token,
+            front,
+            lister,
         )
         try:
             yield
         finally:
+            lister.close()
             scheduler.stop()
             engine.dispose()
 
@@ -119,6 +132,7 @@ def create_app(
     )
     _routes(app)
     register_web(app)
+    app.add_middleware(BodyLimit, max_bytes=front.max_body_bytes)
     return app
 
 
@@ -148,35 +162,54 @@ def _routes(app: FastAPI) -> None:
 
     # Authentication runs before the body is read, so a caller without a token learns
     # nothing about the API beyond the 401.
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(principal)], responses=UNAUTHORIZED)
+    v1 = APIRouter(
+        prefix="/v1",
+        dependencies=[Depends(principal)],
+        responses=UNAUTHORIZED,
+    )
 
     @v1.post(
         "/jobs",
         status_code=201,
         response_model=JobCreated,
-        responses={400: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+        responses={
+            413: {"model": ErrorBody},
+            422: {"model": ErrorBody},
+            503: {"model": ErrorBody},
+        },
         summary="Submit an eval job",
     )
-    def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
+    async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
+        # Async: listing may wait for a container slot and then run one for up to
+        # EXAMHALL_LIST_TIMEOUT_S, which must hold neither the event loop nor a request
+        # thread (service/listing.py). The short steps around it run on the thread pool.
+        check_variant_count(body, c.settings.max_variants)
+        bundle = await run_in_threadpool(resolve_suite, body)
         try:
-            bundle = resolve_suite(body)
-            infos = list_cases(c.backend, bundle)
+            infos = await c.lister.cases(bundle, caller.team_id)
         except SuiteError as exc:
             raise JobInputError(("body", "suite"), str(exc)) from None
-        cases = select_cases(body, [info.id for info in infos], bundle.name)
-        design = resolve_design(body, cases)
-        check_models(body, design, infos, c.providers)
-        with c.sessions.begin() as session:
-            job = create_job(
-                session,
-                body,
-                bundle,
-                design,
-                image=c.image,
-                image_digest=c.image_digest,
-                team_id=caller.team_id,
-            )
-            created = JobCreated(id=job.id, planned_trials=job.planned, status=job.status)
+        except ListingBusy as exc:
+            raise HTTPException(503, str(exc), headers={"Retry-After": "10"}) from None
+
+        def plan_and_store() -> JobCreated:
+            cases = select_cases(body, [info.id for info in infos], bundle.name)
+            design = resolve_design(body, cases)
+            check_plan_size(body, design, c.settings.max_planned_trials)
+            check_models(body, design, infos, c.providers)
+            with c.sessions.begin() as session:
+                job = create_job(
+                    session,
+                    body,
+                    bundle,
+                    design,
+                    image=c.image,
+                    image_digest=c.image_digest,
+                    team_id=caller.team_id,
+                )
+                return JobCreated(id=job.id, planned_trials=job.planned, status=job.status)
+
+        created = await run_in_threadpool(plan_and_store)
         c.scheduler.wake()
         return created
 
@@ -220,8 +253,20 @@ def _routes(app: FastAPI) -> None:
     def stream_job(job_id: str, request: Request, c: Ctx, caller: Caller) -> StreamingResponse:
         with c.sessions() as session:
             get_job(session, caller, job_id)
+
+        def still_allowed() -> bool:
+            # The same credential, asked again: revoked tokens and ended sessions fail.
+            now = resolve(c, request)
+            return now is not None and (now.admin or now.team_id == caller.team_id)
+
+        events = job_events(
+            JobWatch(c.sessions, job_id),
+            request.is_disconnected,
+            still_allowed,
+            recheck_s=c.settings.stream_recheck_s,
+        )
         return StreamingResponse(
-            job_events(JobWatch(c.sessions, job_id), request.is_disconnected),
+            events,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -278,15 +323,24 @@ def _routes(app: FastAPI) -> None:
     def trial_artifact(trial_id: str, name: str, c: Ctx, caller: Caller) -> Response:
         with c.sessions() as session:
             get_trial(session, caller, trial_id)
-            artifact = session.scalar(
-                select(Artifact).where(Artifact.trial_id == trial_id, Artifact.name == name)
-            )
+            artifact = None
+            if artifact_name_problem(name) is None:
+                artifact = session.scalar(
+                    select(Artifact).where(Artifact.trial_id == trial_id, Artifact.name == name)
+                )
             if artifact is None:
-                raise HTTPException(404, f"Trial {trial_id} has no artifact {name}.")
+                raise HTTPException(404, f"Trial {trial_id} has no artifact {name!r}.")
             media = (
                 "application/x-ndjson" if name.endswith(".jsonl") else "application/octet-stream"
             )
-            return Response(artifact.content, media_type=media, headers={"ETag": artifact.sha256})
+            # An artifact is agent-made bytes: a browser must save it, never render or sniff
+            # it as a page of this origin.
+            headers = {
+                "ETag": artifact.sha256,
+                "X-Content-Type-Options": "nosniff",
+                "Content-Disposition": content_disposition(name),
+            }
+            return Response(artifact.content, media_type=media, headers=headers)
 
     @v1.get(
         "/jobs/{job_id}/report",

@@ -8,7 +8,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.api.settings import FrontSettings
 from service.backends.docker import DockerBackend
+from service.listing import Lister
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
 
@@ -23,6 +25,8 @@ class Context:
     providers: ProviderRegistry
     # The box's bootstrap admin token (EXAMHALL_ADMIN_TOKEN), if one is configured.
     admin_token: str | None
+    settings: FrontSettings
+    lister: Lister
 
 
 def ctx(request: Request) -> Context:

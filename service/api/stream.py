@@ -7,7 +7,9 @@ trials of one job may be run by several control planes on one database. Events:
 - `counts`: the job's status and counts, whenever they change;
 - `report`: each variant's pass rates and each comparison's lift, when a trial finishes
   (at most every REPORT_EVERY_S, since a report reads every trial);
-- `end`: the job finished or was cancelled; the stream closes after it.
+- `end`: the job finished or was cancelled, or the caller's token was revoked (or its web
+  session ended), which the stream re-checks every EXAMHALL_STREAM_RECHECK_S; the stream
+  closes after it.
 """
 
 from __future__ import annotations
@@ -112,10 +114,22 @@ class JobWatch:
 
 
 async def job_events(
-    watch: JobWatch, disconnected: Callable[[], Any], *, poll_s: float = POLL_S
+    watch: JobWatch,
+    disconnected: Callable[[], Any],
+    still_allowed: Callable[[], bool],
+    *,
+    recheck_s: float,
+    poll_s: float = POLL_S,
 ) -> AsyncIterator[str]:
-    last_sent = time.monotonic()
+    """The job's events until it ends, the client goes, or `still_allowed` says the caller
+    may no longer see it: a stream opened before a revocation must not outlive it."""
+    last_sent = last_check = time.monotonic()
     while True:
+        if time.monotonic() - last_check >= recheck_s:
+            last_check = time.monotonic()
+            if not await run_in_threadpool(still_allowed):
+                yield sse("end", {"status": "unauthorized"})
+                return
         events, over = await run_in_threadpool(watch.poll)
         for event in events:
             yield event

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from service.api.context import Context
 from service.api.schemas import JobView, TrialCounts, TrialView
+from service.artifact_names import artifact_name_problem
 from service.report.build import JobFacts, TrialFacts, build_report, final_attempts
 from service.store.models import Artifact, Job, Team, Trial
 from service.teams import Principal
@@ -105,7 +106,9 @@ def trial_view(session: Session, trial: Trial) -> TrialView:
         select(Artifact.name).where(Artifact.trial_id == trial.id).order_by(Artifact.name)
     ).all()
     fields = {name: getattr(trial, name) for name in TrialView.model_fields if name != "artifacts"}
-    return TrialView(**fields, artifacts=list(names))
+    # The download serves only valid names, so the listing shows only those too.
+    valid = [name for name in names if artifact_name_problem(name) is None]
+    return TrialView(**fields, artifacts=valid)
 
 
 def _model_text(spec: dict[str, Any]) -> str:

@@ -63,6 +63,18 @@ class Token(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
+class WebSession(Base):
+    """A signed-in browser. The cookie holds a random id; only its sha256 is kept, so the
+    store cannot be read back into working cookies. The session stands for the token it was
+    opened with (by that token's hash): revoking the token ends its sessions too."""
+
+    __tablename__ = "web_sessions"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+
+
 class Plane(Base):
     """A control plane using this store. Its trials are its own while it keeps beating."""
 

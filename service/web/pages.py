@@ -66,6 +66,11 @@ def login_page(error: str | None = None, next_url: str = "/ui/jobs") -> str:
     return layout("Sign in", body)
 
 
+def refused_page(message: str) -> str:
+    body = f'<h1>Refused</h1><p>{esc(message)}</p><p><a href="/ui/jobs">All jobs</a></p>'
+    return layout("Refused", body)
+
+
 def not_found_page(message: str, who: str) -> str:
     body = f'<h1>Not found</h1><p>{esc(message)}</p><p><a href="/ui/jobs">All jobs</a></p>'
     return layout("Not found", body, who=who)

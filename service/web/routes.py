@@ -1,9 +1,10 @@
 """The UI's routes under /ui, registered on the control plane's app.
 
 They read the store with the API's own scoping (service/api/views.py), so a team sees the
-same jobs here as over the API, and another team's job is "not found" in both. The browser
-authenticates with the token it posted to the login form, kept in an HttpOnly,
-SameSite=Strict cookie that the API also accepts, so artifact links work as they are.
+same jobs here as over the API, and another team's job is "not found" in both. Signing in
+with an API token opens a server-side session (service/web/sessions.py) whose id is kept in
+an HttpOnly, SameSite=Strict cookie; the API accepts it for reads, so artifact links work.
+Every form post (sign in, sign out, cancel) must come from this origin (service/web/csrf.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
-from service.api.auth import COOKIE, presented_token
+from service.api.auth import resolve
 from service.api.context import Context, Ctx
 from service.api.schemas import EventView
 from service.api.views import (
@@ -32,6 +33,8 @@ from service.api.views import (
 from service.store.models import Event, Job, Trial
 from service.teams import Principal, authenticate
 from service.web import pages
+from service.web.csrf import cross_site_problem
+from service.web.sessions import SESSION_COOKIE, close_session, open_session
 
 JOBS_SHOWN = 200
 # A transcript longer than this is cut on the page; session.jsonl has all of it.
@@ -43,7 +46,9 @@ SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
     "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Never to another site; but within this origin, because under "no-referrer" a browser
+    # sends `Origin: null` with its form posts, which the cross-site check must refuse.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 _LOCAL_UI_PATH = re.compile(r"/ui/[A-Za-z0-9/_.\-]*")
@@ -57,12 +62,20 @@ class LoginRequired(Exception):
         self.next_url = next_url
 
 
+class CrossSite(Exception):
+    """A form post from another origin: refused before anything is read or changed."""
+
+
+def same_origin(request: Request) -> None:
+    if (problem := cross_site_problem(request)) is not None:
+        raise CrossSite(problem)
+
+
+SameOrigin = Depends(same_origin)
+
+
 def ui_principal(request: Request, c: Ctx) -> Principal:
-    token = presented_token(request)
-    found = None
-    if token is not None:
-        with c.sessions() as session:
-            found = authenticate(session, token, c.admin_token)
+    found = resolve(c, request)
     if found is None:
         # After login the browser GETs `next`; a form's target cannot be replayed that way.
         raise LoginRequired(request.url.path if request.method == "GET" else "/ui/jobs")
@@ -139,10 +152,15 @@ def register_web(app: FastAPI) -> None:
     async def login_required(request: Request, exc: Exception) -> Response:
         target = exc.next_url if isinstance(exc, LoginRequired) else "/ui/jobs"
         response = redirect(f"/ui/login?next={quote(safe_next(target), safe='/')}")
-        if request.cookies.get(COOKIE):
-            # A revoked or stale token: drop it so the browser stops presenting it.
-            response.delete_cookie(COOKIE, path="/")
+        if request.cookies.get(SESSION_COOKIE):
+            # An expired or ended session: drop it so the browser stops presenting it.
+            response.delete_cookie(SESSION_COOKIE, path="/")
         return response
+
+    @app.exception_handler(CrossSite)
+    async def cross_site(_request: Request, exc: Exception) -> Response:
+        message = f"{exc} Use the form on this site's own page."
+        return html(pages.refused_page(message), 403)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
@@ -156,35 +174,43 @@ def register_web(app: FastAPI) -> None:
     def login_form(next: str | None = None) -> HTMLResponse:
         return html(pages.login_page(next_url=safe_next(next)))
 
-    @app.post("/ui/login", include_in_schema=False)
+    @app.post("/ui/login", include_in_schema=False, dependencies=[SameOrigin])
     async def login(request: Request, c: Ctx) -> Response:
         fields = await form_fields(request)
         token = fields.get("token", "").strip()
         target = safe_next(fields.get("next"))
+        settings = c.settings
 
-        def check() -> Principal | None:
-            with c.sessions() as session:
-                return authenticate(session, token, c.admin_token)
+        def sign_in() -> str | None:
+            with c.sessions.begin() as session:
+                if authenticate(session, token, c.admin_token) is None:
+                    return None
+                return open_session(session, token, settings.session_ttl_s)
 
-        found = await run_in_threadpool(check) if token else None
-        if found is None:
+        session_id = await run_in_threadpool(sign_in) if token else None
+        if session_id is None:
             page = pages.login_page("That token is unknown or revoked.", target)
             return html(page, 401)
         response = redirect(target)
         response.set_cookie(
-            COOKIE,
-            token,
+            SESSION_COOKIE,
+            session_id,
+            max_age=settings.session_ttl_s,
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            # Behind a TLS proxy the request arrives as plain HTTP: the setting says so.
+            secure=settings.cookie_secure or request.url.scheme == "https",
             path="/",
         )
         return response
 
-    @app.post("/ui/logout", include_in_schema=False)
-    def logout() -> RedirectResponse:
+    @app.post("/ui/logout", include_in_schema=False, dependencies=[SameOrigin])
+    def logout(request: Request, c: Ctx) -> RedirectResponse:
+        if session_id := request.cookies.get(SESSION_COOKIE):
+            with c.sessions.begin() as session:
+                close_session(session, session_id)
         response = redirect("/ui/login")
-        response.delete_cookie(COOKIE, path="/")
+        response.delete_cookie(SESSION_COOKIE, path="/")
         return response
 
     @app.get("/ui/jobs", include_in_schema=False)
@@ -198,7 +224,7 @@ def register_web(app: FastAPI) -> None:
     def job(job_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
         return _job_page(c, caller, job_id)
 
-    @app.post("/ui/jobs/{job_id}/cancel", include_in_schema=False)
+    @app.post("/ui/jobs/{job_id}/cancel", include_in_schema=False, dependencies=[SameOrigin])
     def cancel(job_id: str, c: Ctx, caller: UiCaller) -> Response:
         try:
             cancel_job(c, caller, job_id)

@@ -22,6 +22,7 @@ from sqlalchemy import select
 
 from evals import probes
 from service.api.app import create_app
+from service.api.settings import FrontSettings
 from service.backends.docker import DockerBackend
 from service.store.db import make_engine, session_factory
 from service.store.models import Team
@@ -113,6 +114,7 @@ def serve(
     *,
     max_containers: int = 2,
     make_backend: Callable[[str], DockerBackend] | None = None,
+    settings: FrontSettings | None = None,
 ) -> Server:
     """A control plane on a loopback port, in a thread of this process, with an admin token."""
     token = f"exh_test_admin_{uuid.uuid4().hex}"
@@ -121,6 +123,7 @@ def serve(
         max_containers=max_containers,
         make_backend=make_backend,
         admin_token=token,
+        settings=settings,
     )
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

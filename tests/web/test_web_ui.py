@@ -16,9 +16,9 @@ import docker
 import httpx
 import pytest
 
-from service.api.auth import COOKIE
 from service.backends.docker import LABEL_JOB
 from service.web.charts import LEFT, PLOT
+from service.web.sessions import SESSION_COOKIE as COOKIE
 from tests.docker.conftest import Server
 from tests.web.conftest import DOCS_LIFT, EVIL, Jobs, submit_as
 
@@ -104,8 +104,10 @@ def api(server: Server, token: str) -> httpx.Client:
 
 
 def as_cookie(server: Server, token: str) -> httpx.Client:
-    """A client holding the token only as the browser does: in the cookie."""
-    return httpx.Client(base_url=server.url, timeout=60, cookies={COOKIE: token})
+    """A client signed in as the browser is: with a session cookie, not the token."""
+    signed_in = httpx.post(f"{server.url}/ui/login", data={"token": token})
+    assert signed_in.status_code == 303 and COOKIE in signed_in.cookies
+    return httpx.Client(base_url=server.url, timeout=60, cookies=signed_in.cookies)
 
 
 def latest_attempts(trials: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:

@@ -1,0 +1,60 @@
+"""The web UI's server-side sessions.
+
+Signing in with an API token opens a session: a random id goes into the browser's cookie,
+its sha256 into the store with an expiry. The cookie is useless once the session expires,
+is signed out (the row is deleted), or its token is revoked; and it is never the API token,
+so a stolen cookie cannot be replayed as a bearer token, nor outlive a sign-out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from service.store.models import WebSession
+from service.teams import Principal, hash_token, principal_of
+
+SESSION_COOKIE = "examhall_session"
+SESSION_PREFIX = "exs_"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _hash(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def open_session(db: Session, token: str, ttl_s: int) -> str:
+    """A new session for a token already checked valid; returns the id for the cookie."""
+    now = _now()
+    # Expired rows of anyone go with each sign-in, so the table stays small.
+    db.execute(delete(WebSession).where(WebSession.expires_at < now))
+    session_id = SESSION_PREFIX + secrets.token_urlsafe(32)
+    db.add(
+        WebSession(
+            sha256=_hash(session_id),
+            token_sha256=hash_token(token),
+            created_at=now,
+            expires_at=now + timedelta(seconds=ttl_s),
+        )
+    )
+    return session_id
+
+
+def session_principal(db: Session, session_id: str, admin_token: str | None) -> Principal | None:
+    """Who a session cookie stands for, or None if it is unknown, expired or its token is
+    revoked."""
+    row = db.get(WebSession, _hash(session_id))
+    if row is None or row.expires_at <= _now():
+        return None
+    return principal_of(db, row.token_sha256, admin_token)
+
+
+def close_session(db: Session, session_id: str) -> None:
+    db.execute(delete(WebSession).where(WebSession.sha256 == _hash(session_id)))
