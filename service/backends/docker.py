@@ -31,6 +31,7 @@ from service.wire import ChannelError, parse_worker_line
 LABEL_TRIAL = "examhall.trial"
 LABEL_JOB = "examhall.job"
 LABEL_OWNER = "examhall.owner"
+LABEL_SCOPE = "examhall.scope"
 WORKER_CAPS = ["CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE"]
 STDERR_TAIL_BYTES = 64 * 1024
 MAX_STDOUT_LINE = 64 * 1024 * 1024
@@ -78,6 +79,10 @@ class DockerSettings:
         default_factory=lambda: os.environ.get("EXAMHALL_DIRECT_NETWORK") or "bridge"
     )
     owner: str = field(default_factory=instance_id)
+    # When set, containers carry it as a label and the reaper looks at no other container:
+    # a test run gives itself a scope of its own, so that on an engine shared with live
+    # control planes (or other test runs) it can only ever remove what it started.
+    scope: str | None = None
 
 
 @dataclass
@@ -172,6 +177,8 @@ class DockerBackend:
                 LABEL_OWNER: self.settings.owner,
             },
         }
+        if self.settings.scope is not None:
+            config["labels"][LABEL_SCOPE] = self.settings.scope
         if self.settings.runtime:
             config["runtime"] = self.settings.runtime
         return config
@@ -334,10 +341,14 @@ class DockerBackend:
         keep: Callable[[str], bool] | None = None,
         only: Callable[[Any], bool] | None = None,
     ) -> list[str]:
-        """Remove every examhall container whose trial is neither running here nor kept
-        by `keep` (the store's view of running trials); returns the removed trial ids."""
+        """Remove every examhall container (of this backend's scope, when it has one) whose
+        trial is neither running here nor kept by `keep` (the store's view of running
+        trials); returns the removed trial ids."""
+        labels = [LABEL_TRIAL]
+        if self.settings.scope is not None:
+            labels.append(f"{LABEL_SCOPE}={self.settings.scope}")
         containers = self.client.containers.list(
-            all=True, filters={"label": LABEL_TRIAL}, ignore_removed=True
+            all=True, filters={"label": labels}, ignore_removed=True
         )
         # Read after listing: a trial that started in between is running by now, and its
         # new container must not be taken for an orphan.
