@@ -26,12 +26,14 @@ from docker.types import LogConfig
 
 from sandbox.protocol import BUNDLE_DIR, WORKSPACE_DIR, WorkerMessage, encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
+from service.backends.seccomp import profile_digest, profile_json
 from service.wire import ChannelError, parse_worker_line
 
 LABEL_TRIAL = "examhall.trial"
 LABEL_JOB = "examhall.job"
 LABEL_OWNER = "examhall.owner"
 LABEL_SCOPE = "examhall.scope"
+LABEL_SECCOMP = "examhall.seccomp"
 WORKER_CAPS = ["CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE"]
 STDERR_TAIL_BYTES = 64 * 1024
 MAX_STDOUT_LINE = 64 * 1024 * 1024
@@ -154,19 +156,24 @@ class DockerBackend:
             "network_mode": self.settings.network,
             "cap_drop": ["ALL"],
             "cap_add": WORKER_CAPS,
-            "security_opt": ["no-new-privileges"],
+            "security_opt": ["no-new-privileges", f"seccomp={profile_json()}"],
             "read_only": True,
             "tmpfs": {
                 "/tmp": f"{tmpfs_opts},size={limits.tmp_bytes}",
                 WORKSPACE_DIR: f"{tmpfs_opts},size={limits.workspace_bytes}",
                 BUNDLE_DIR: f"{tmpfs_opts},noexec,size=16m,mode=0700",
+                # `ipc_mode: none` still mounts an mqueue filesystem here, writable by
+                # everyone: an empty read-only tmpfs takes its place. (The seccomp profile
+                # refuses mq_open and SysV msg/sem/shm as well.)
+                "/dev/mqueue": "ro,nosuid,nodev,noexec,size=4k,mode=0555",
             },
             "pids_limit": limits.pids,
             "mem_limit": limits.memory_bytes,
             "memswap_limit": limits.memory_bytes,
             "nano_cpus": int(limits.cpus * 1e9),
             "init": True,
-            # No /dev/shm or /dev/mqueue: writable places outside /workspace and /tmp.
+            # A private IPC namespace without /dev/shm. It leaves /dev/mqueue mounted (masked
+            # above) and the SysV calls working (refused by the seccomp profile).
             "ipc_mode": "none",
             "privileged": False,
             # The channel is read through attach; a log copy on the host would only grow.
@@ -175,6 +182,7 @@ class DockerBackend:
                 LABEL_TRIAL: trial_id,
                 LABEL_JOB: job_id,
                 LABEL_OWNER: self.settings.owner,
+                LABEL_SECCOMP: profile_digest()[:12],
             },
         }
         if self.settings.scope is not None:

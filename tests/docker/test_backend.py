@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
+from service.backends.seccomp import profile_json
 from service.planes import beat
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
@@ -33,13 +35,19 @@ def test_container_is_hardened(backend: DockerBackend, docker_client: docker.Doc
     assert host["NetworkMode"] == "none"
     assert host["CapDrop"] == ["ALL"]
     assert sorted(host["CapAdd"]) == ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"]
-    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["SecurityOpt"][0] == "no-new-privileges"
+    # examhall's own profile, not the engine's default: it denies by default.
+    assert len(host["SecurityOpt"]) == 2 and host["SecurityOpt"][1].startswith("seccomp=")
+    profile = json.loads(host["SecurityOpt"][1].removeprefix("seccomp="))
+    assert profile == json.loads(profile_json())
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
     assert host["ReadonlyRootfs"] is True
     assert host["Privileged"] is False
     assert host["Init"] is True
     assert host["Memory"] == host["MemorySwap"] > 0
     assert host["PidsLimit"] > 0 and host["NanoCpus"] > 0
-    assert set(host["Tmpfs"]) == {"/tmp", "/workspace", "/run/examhall"}
+    assert set(host["Tmpfs"]) == {"/tmp", "/workspace", "/run/examhall", "/dev/mqueue"}
+    assert host["Tmpfs"]["/dev/mqueue"].startswith("ro,")
     assert "mode=0700" in host["Tmpfs"]["/run/examhall"]
     assert not host.get("Binds") and host["PidMode"] == ""
 
