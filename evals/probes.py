@@ -49,6 +49,29 @@ def worker_pids():
         except (OSError, IndexError):
             pass
     return found
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+# Syscall numbers by machine: the generic table (aarch64) differs from x86_64's.
+NR = {
+    "x86_64": dict(io_uring_setup=425, io_uring_enter=426, io_uring_register=427, add_key=248,
+        request_key=249, keyctl=250, userfaultfd=323, perf_event_open=298, bpf=321,
+        kexec_load=246, kexec_file_load=320, init_module=175, unshare=272, setns=308, clone=56,
+        clone3=435, mount=165, umount2=166, pivot_root=155, chroot=161, open_tree=428,
+        move_mount=429, fsopen=430, fsmount=432, mq_open=240, shmget=29, msgget=68, semget=64),
+    "aarch64": dict(io_uring_setup=425, io_uring_enter=426, io_uring_register=427, add_key=217,
+        request_key=218, keyctl=219, userfaultfd=282, perf_event_open=241, bpf=280,
+        kexec_load=104, kexec_file_load=294, init_module=105, unshare=97, setns=268, clone=220,
+        clone3=435, mount=40, umount2=39, pivot_root=41, chroot=51, open_tree=428,
+        move_mount=429, fsopen=430, fsmount=432, mq_open=180, shmget=194, msgget=186, semget=190),
+}[os.uname().machine]
+def syscall(name, *args):
+    # Every integer as a long: a variadic call would otherwise pass 32-bit ints.
+    converted = [a if isinstance(a, (bytes, ctypes.Array)) else ctypes.c_long(a) for a in args]
+    result = libc.syscall(ctypes.c_long(NR[name]), *converted)
+    if result == -1:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return result
 PIDS = worker_pids()
 WORKER, SUPERVISOR = PIDS.get("worker"), PIDS.get("supervisor")
 results["worker_pid"] = {"ok": WORKER is not None and SUPERVISOR is not None, "value": str(PIDS)}
@@ -186,7 +209,6 @@ results["cap_eff_zero"] = {"ok": cap_eff == 0, "value": hex(cap_eff)}
 """
 
 PTRACE = r"""
-libc = ctypes.CDLL(None, use_errno=True)
 def ptrace(request, pid):
     if libc.ptrace(request, pid, None, None) == -1:
         code = ctypes.get_errno()
@@ -198,6 +220,22 @@ attempt("ptrace_seize_worker", lambda: ptrace(PTRACE_SEIZE, WORKER))
 attempt("ptrace_attach_init", lambda: ptrace(PTRACE_ATTACH, 1))
 attempt("ptrace_attach_supervisor", lambda: ptrace(PTRACE_ATTACH, SUPERVISOR))
 attempt("signal_supervisor", lambda: os.kill(SUPERVISOR, 0))
+# ptrace itself is allowed (an agent may debug its own programs), so the refusals above
+# come from the worker being non-dumpable and the supervisor being root, not from seccomp.
+def trace_own_child():
+    import signal, time
+    child = os.fork()
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        ptrace(PTRACE_ATTACH, child)
+        os.waitpid(child, 0)
+        return "traced"
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+attempt("ptrace_own_child", trace_own_child)
 """
 
 WRITE = r"""
@@ -249,6 +287,137 @@ for root, dirs, files in os.walk("/"):
         except OSError:
             pass
 attempt("find_any_unix_socket", lambda: absent(sockets))
+"""
+
+IO_URING = r"""
+params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
+attempt("io_uring_setup", lambda: syscall("io_uring_setup", 8, params))
+IORING_SETUP_SQPOLL = 2
+sqpoll = ctypes.create_string_buffer(120)
+sqpoll[8] = IORING_SETUP_SQPOLL  # flags
+attempt("io_uring_setup_sqpoll", lambda: syscall("io_uring_setup", 8, sqpoll))
+# On a bad fd the kernel would say EBADF: EPERM shows seccomp refused the call itself.
+attempt("io_uring_enter", lambda: syscall("io_uring_enter", -1, 1, 0, 0, 0, 0))
+attempt("io_uring_register", lambda: syscall("io_uring_register", -1, 0, 0, 0))
+"""
+
+SOCKETS = r"""
+def open_socket(family, kind, protocol=0):
+    with socket.socket(family, kind, protocol):
+        return "opened"
+def syscall_socket(family):
+    # libc's socket() directly, past Python's socket module.
+    fd = libc.socket(family, socket.SOCK_STREAM, 0)
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    os.close(fd)
+    return "opened"
+AF_VSOCK, AF_ALG, AF_PACKET, AF_KEY, AF_TIPC, AF_XDP, AF_BLUETOOTH, AF_RDS = 40, 38, 17, 15, 30, 44, 31, 21
+attempt("vsock_stream", lambda: open_socket(AF_VSOCK, socket.SOCK_STREAM))
+attempt("vsock_dgram", lambda: open_socket(AF_VSOCK, socket.SOCK_DGRAM))
+attempt("vsock_raw_syscall", lambda: syscall_socket(AF_VSOCK))
+attempt("alg_socket", lambda: open_socket(AF_ALG, socket.SOCK_SEQPACKET))
+attempt("packet_socket", lambda: open_socket(AF_PACKET, socket.SOCK_RAW))
+attempt("key_socket", lambda: open_socket(AF_KEY, socket.SOCK_RAW, 2))
+attempt("tipc_socket", lambda: open_socket(AF_TIPC, socket.SOCK_RDM))
+attempt("xdp_socket", lambda: open_socket(AF_XDP, socket.SOCK_RAW))
+attempt("bluetooth_socket", lambda: open_socket(AF_BLUETOOTH, socket.SOCK_STREAM))
+attempt("rds_socket", lambda: open_socket(AF_RDS, socket.SOCK_SEQPACKET))
+# What tools and Python need keeps working.
+attempt("unix_socket", lambda: open_socket(socket.AF_UNIX, socket.SOCK_STREAM))
+attempt("inet_socket", lambda: open_socket(socket.AF_INET, socket.SOCK_STREAM))
+attempt("inet6_socket", lambda: open_socket(socket.AF_INET6, socket.SOCK_DGRAM))
+attempt("netlink_socket", lambda: open_socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
+attempt("unix_socketpair", lambda: [s.close() for s in socket.socketpair()])
+"""
+
+KEYRING = r"""
+KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING = -3, -4
+attempt("add_key", lambda: syscall("add_key", b"user\0", b"examhall-probe\0", b"x", 1, KEY_SPEC_SESSION_KEYRING))
+attempt("request_key", lambda: syscall("request_key", b"user\0", b"examhall-probe\0", 0, 0))
+attempt("keyctl_get_user_keyring", lambda: syscall("keyctl", 0, KEY_SPEC_USER_KEYRING, 0))
+attempt("keyctl_join_session", lambda: syscall("keyctl", 1, 0))
+"""
+
+KERNEL = r"""
+import struct
+attempt("userfaultfd", lambda: syscall("userfaultfd", os.O_CLOEXEC))
+attempt("userfaultfd_user_mode", lambda: syscall("userfaultfd", 1))
+attempt("dev_userfaultfd", lambda: os.open("/dev/userfaultfd", os.O_RDWR))
+# struct perf_event_attr: a software CPU clock on this process.
+attr = ctypes.create_string_buffer(struct.pack("<IIQ", 1, 128, 0) + bytes(112), 128)
+attempt("perf_event_open", lambda: syscall("perf_event_open", attr, 0, -1, -1, 0))
+# union bpf_attr for BPF_MAP_CREATE: an array of one 4-byte value.
+bpf_attr = ctypes.create_string_buffer(struct.pack("<IIII", 2, 4, 4, 1) + bytes(112), 128)
+attempt("bpf_map_create", lambda: syscall("bpf", 0, bpf_attr, 128))
+attempt("bpf_prog_load", lambda: syscall("bpf", 5, ctypes.create_string_buffer(128), 128))
+attempt("kexec_load", lambda: syscall("kexec_load", 0, 0, 0, 0))
+attempt("kexec_file_load", lambda: syscall("kexec_file_load", -1, -1, 0, b"\0", 0))
+attempt("init_module", lambda: syscall("init_module", b"\0", 0, b"\0"))
+"""
+
+NAMESPACES = r"""
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID = 0x20000, 0x10000000, 0x40000000, 0x20000000
+attempt("unshare_user", lambda: syscall("unshare", CLONE_NEWUSER))
+attempt("unshare_mount", lambda: syscall("unshare", CLONE_NEWNS))
+attempt("unshare_net", lambda: syscall("unshare", CLONE_NEWNET))
+def setns_net():
+    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+    try:
+        return syscall("setns", fd, 0)
+    finally:
+        os.close(fd)
+attempt("setns", setns_net)
+def clone_into(flags):
+    # If the clone ever worked, the child must not run the rest of this program.
+    child = syscall("clone", flags | 17, 0, 0, 0, 0)  # 17: SIGCHLD
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    return child
+attempt("clone_newuser", lambda: clone_into(CLONE_NEWUSER))
+attempt("clone_newpid", lambda: clone_into(CLONE_NEWPID))
+attempt("clone3", lambda: syscall("clone3", ctypes.create_string_buffer(88), 88))
+import subprocess
+def unshare_command():
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True)
+    if done.returncode:
+        raise OSError(errno.EPERM, done.stderr.decode(errors="replace"))
+    return "unshared"
+attempt("unshare_command", unshare_command)
+attempt("mount_tmpfs", lambda: syscall("mount", b"none\0", b"/tmp\0", b"tmpfs\0", 0, 0))
+attempt("mount_bind", lambda: syscall("mount", b"/\0", b"/workspace\0", 0, 0x1000, 0))
+attempt("umount_workspace", lambda: syscall("umount2", b"/workspace\0", 2))
+attempt("fsopen", lambda: syscall("fsopen", b"tmpfs\0", 0))
+attempt("fsmount", lambda: syscall("fsmount", -1, 0, 0))
+attempt("open_tree", lambda: syscall("open_tree", -100, b"/\0", 1))
+attempt("move_mount", lambda: syscall("move_mount", -1, b"\0", -100, b"/tmp\0", 0))
+attempt("pivot_root", lambda: syscall("pivot_root", b"/tmp\0", b"/tmp\0"))
+attempt("chroot", lambda: syscall("chroot", b"/tmp\0"))
+"""
+
+IPC = r"""
+IPC_PRIVATE, IPC_CREAT = 0, 0o1000
+attempt("shmget", lambda: syscall("shmget", IPC_PRIVATE, 4096, IPC_CREAT | 0o600))
+attempt("msgget", lambda: syscall("msgget", IPC_PRIVATE, IPC_CREAT | 0o600))
+attempt("semget", lambda: syscall("semget", IPC_PRIVATE, 1, IPC_CREAT | 0o600))
+attempt("mq_open_syscall", lambda: syscall("mq_open", b"examhall-probe\0", os.O_CREAT | os.O_RDWR, 0o600, 0))
+def mq_open_libc():
+    libc.mq_open.restype = ctypes.c_int
+    fd = libc.mq_open(b"/examhall-probe", os.O_CREAT | os.O_RDWR, 0o600, None)
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return fd
+attempt("mq_open_libc", mq_open_libc)
+attempt("mqueue_create_file", lambda: os.open("/dev/mqueue/examhall-probe", os.O_CREAT | os.O_WRONLY, 0o600))
+attempt("mqueue_mkdir", lambda: os.mkdir("/dev/mqueue/examhall-probe"))
+def shared_memory():
+    from multiprocessing import shared_memory
+    return shared_memory.SharedMemory(create=True, size=4096).name
+attempt("posix_shared_memory", shared_memory)
+attempt("dev_shm", lambda: os.listdir("/dev/shm"))
 """
 
 
@@ -336,7 +505,7 @@ CASES = [
                 "ptrace_attach_supervisor": ("EPERM",),
                 "signal_supervisor": ("EPERM",),
             },
-            succeeded=("worker_pid",),
+            succeeded=("worker_pid", "ptrace_own_child"),
         ),
     ),
     _probe(
@@ -353,8 +522,9 @@ CASES = [
                 "write_run": ("EROFS", "EACCES"),
                 "mkdir_var": ("EROFS", "EACCES"),
                 "write_dev_shm": ("ENOENT", "EROFS", "EACCES"),
-                # mqueue takes no regular files (EINVAL); queues need mq_open, not a path.
-                "write_dev_mqueue": ("ENOENT", "EROFS", "EACCES", "EINVAL"),
+                # An mqueue filesystem would create a queue here (then EINVAL on write):
+                # a read-only tmpfs takes its place.
+                "write_dev_mqueue": ("EROFS",),
             },
             succeeded=("write_workspace", "write_tmp"),
         ),
@@ -383,6 +553,127 @@ CASES = [
                 "var_run_docker_sock": ("ENOENT",),
                 "run_docker_sock": ("ENOENT",),
                 "find_any_unix_socket": ("ENOENT",),
+            },
+        ),
+    ),
+    _probe(
+        "no-io-uring",
+        "Set up an io_uring, which seccomp cannot see into.",
+        IO_URING,
+        expect(
+            "io_uring is refused by seccomp",
+            {
+                "io_uring_setup": ("EPERM",),
+                "io_uring_setup_sqpoll": ("EPERM",),
+                "io_uring_enter": ("EPERM",),
+                "io_uring_register": ("EPERM",),
+            },
+        ),
+    ),
+    _probe(
+        "no-exotic-sockets",
+        "Open a vsock to the host, or any socket family a sandbox has no use for.",
+        SOCKETS,
+        expect(
+            "only unix, inet, inet6 and netlink sockets",
+            {
+                "vsock_stream": ("EPERM",),
+                "vsock_dgram": ("EPERM",),
+                "vsock_raw_syscall": ("EPERM",),
+                "alg_socket": ("EPERM",),
+                "packet_socket": ("EPERM",),
+                "key_socket": ("EPERM",),
+                "tipc_socket": ("EPERM",),
+                "xdp_socket": ("EPERM",),
+                "bluetooth_socket": ("EPERM",),
+                "rds_socket": ("EPERM",),
+            },
+            succeeded=(
+                "unix_socket",
+                "inet_socket",
+                "inet6_socket",
+                "netlink_socket",
+                "unix_socketpair",
+            ),
+        ),
+    ),
+    _probe(
+        "no-kernel-keyring",
+        "Store or read a key in the kernel keyring, which is shared with the host.",
+        KEYRING,
+        expect(
+            "the keyring is refused",
+            {
+                "add_key": ("EPERM",),
+                "request_key": ("EPERM",),
+                "keyctl_get_user_keyring": ("EPERM",),
+                "keyctl_join_session": ("EPERM",),
+            },
+        ),
+    ),
+    _probe(
+        "no-kernel-attack-surface",
+        "Reach the kernel through userfaultfd, perf, bpf, kexec or a module.",
+        KERNEL,
+        expect(
+            "userfaultfd, perf_event_open, bpf, kexec and modules are refused",
+            {
+                "userfaultfd": ("EPERM",),
+                "userfaultfd_user_mode": ("EPERM",),
+                "dev_userfaultfd": ("ENOENT", "EACCES"),
+                "perf_event_open": ("EPERM",),
+                "bpf_map_create": ("EPERM",),
+                "bpf_prog_load": ("EPERM",),
+                "kexec_load": ("EPERM",),
+                "kexec_file_load": ("EPERM",),
+                "init_module": ("EPERM",),
+            },
+        ),
+    ),
+    _probe(
+        "no-namespaces-or-mounts",
+        "Make a new namespace, or mount, unmount or re-root anything.",
+        NAMESPACES,
+        expect(
+            "no namespace, mount or root change",
+            {
+                "unshare_user": ("EPERM",),
+                "unshare_mount": ("EPERM",),
+                "unshare_net": ("EPERM",),
+                "setns": ("EPERM",),
+                "clone_newuser": ("EPERM",),
+                "clone_newpid": ("EPERM",),
+                # ENOSYS, so that glibc falls back to clone, whose flags seccomp can check.
+                "clone3": ("ENOSYS",),
+                "unshare_command": ("EPERM",),
+                "mount_tmpfs": ("EPERM",),
+                "mount_bind": ("EPERM",),
+                "umount_workspace": ("EPERM",),
+                "fsopen": ("EPERM",),
+                "fsmount": ("EPERM",),
+                "open_tree": ("EPERM",),
+                "move_mount": ("EPERM",),
+                "pivot_root": ("EPERM",),
+                "chroot": ("EPERM",),
+            },
+        ),
+    ),
+    _probe(
+        "no-ipc",
+        "Leave state in message queues, semaphores or shared memory.",
+        IPC,
+        expect(
+            "no SysV or POSIX IPC",
+            {
+                "shmget": ("EPERM",),
+                "msgget": ("EPERM",),
+                "semget": ("EPERM",),
+                "mq_open_syscall": ("EPERM",),
+                "mq_open_libc": ("EPERM",),
+                "mqueue_create_file": ("EROFS",),
+                "mqueue_mkdir": ("EROFS",),
+                "posix_shared_memory": ("ENOENT",),
+                "dev_shm": ("ENOENT",),
             },
         ),
     ),

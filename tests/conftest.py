@@ -44,7 +44,9 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 
 @pytest.fixture(scope="session")
 def backend(docker_client: docker.DockerClient, sandbox_image: str) -> DockerBackend:
-    return DockerBackend(DockerSettings(image=sandbox_image), docker_client)
+    # A scope of this test run's own: its reaps never touch another process's containers.
+    scope = f"tests-{uuid.uuid4().hex[:12]}"
+    return DockerBackend(DockerSettings(image=sandbox_image, scope=scope), docker_client)
 
 
 @pytest.fixture(autouse=True)

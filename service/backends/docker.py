@@ -25,12 +25,15 @@ from docker.types import LogConfig
 
 from sandbox.protocol import WORKSPACE_DIR, WorkerMessage, encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
+from service.backends.seccomp import profile_digest, profile_json
 from service.wire import ChannelError, parse_worker_line
 
 LABEL_TRIAL = "examhall.trial"
 LABEL_JOB = "examhall.job"
 LABEL_OWNER = "examhall.owner"
 LABEL_PROBE = "examhall.probe"
+LABEL_SCOPE = "examhall.scope"
+LABEL_SECCOMP = "examhall.seccomp"
 # What the worker's start needs as root, all dropped before the agent runs.
 WORKER_CAPS = ["CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE"]
 # Added where the engine can grant it: it lets the supervisor and the worker exempt themselves
@@ -82,6 +85,10 @@ class DockerSettings:
         default_factory=lambda: os.environ.get("EXAMHALL_DIRECT_NETWORK") or "bridge"
     )
     owner: str = field(default_factory=instance_id)
+    # When set, containers carry it as a label and the reaper looks at no other container:
+    # a test run gives itself a scope of its own, so that on an engine shared with live
+    # control planes (or other test runs) it can only ever remove what it started.
+    scope: str | None = None
 
 
 @dataclass
@@ -184,18 +191,23 @@ class DockerBackend:
             "network_mode": self.settings.network,
             "cap_drop": ["ALL"],
             "cap_add": self.worker_caps(),
-            "security_opt": ["no-new-privileges"],
+            "security_opt": ["no-new-privileges", f"seccomp={profile_json()}"],
             "read_only": True,
             "tmpfs": {
                 "/tmp": f"{tmpfs_opts},size={limits.tmp_bytes}",
                 WORKSPACE_DIR: f"{tmpfs_opts},size={limits.workspace_bytes}",
+                # `ipc_mode: none` still mounts an mqueue filesystem here, writable by
+                # everyone: an empty read-only tmpfs takes its place. (The seccomp profile
+                # refuses mq_open and SysV msg/sem/shm as well.)
+                "/dev/mqueue": "ro,nosuid,nodev,noexec,size=4k,mode=0555",
             },
             "pids_limit": limits.pids,
             "mem_limit": limits.memory_bytes,
             "memswap_limit": limits.memory_bytes,
             "nano_cpus": int(limits.cpus * 1e9),
             "init": True,
-            # No /dev/shm or /dev/mqueue: writable places outside /workspace and /tmp.
+            # A private IPC namespace without /dev/shm. It leaves /dev/mqueue mounted (masked
+            # above) and the SysV calls working (refused by the seccomp profile).
             "ipc_mode": "none",
             "privileged": False,
             # The channel is read through attach; a log copy on the host would only grow.
@@ -204,8 +216,11 @@ class DockerBackend:
                 LABEL_TRIAL: trial_id,
                 LABEL_JOB: job_id,
                 LABEL_OWNER: self.settings.owner,
+                LABEL_SECCOMP: profile_digest()[:12],
             },
         }
+        if self.settings.scope is not None:
+            config["labels"][LABEL_SCOPE] = self.settings.scope
         if self.settings.runtime:
             config["runtime"] = self.settings.runtime
         return config
@@ -371,10 +386,14 @@ class DockerBackend:
         keep: Callable[[str], bool] | None = None,
         only: Callable[[Any], bool] | None = None,
     ) -> list[str]:
-        """Remove every examhall container whose trial is neither running here nor kept
-        by `keep` (the store's view of running trials); returns the removed trial ids."""
+        """Remove every examhall container (of this backend's scope, when it has one) whose
+        trial is neither running here nor kept by `keep` (the store's view of running
+        trials); returns the removed trial ids."""
+        labels = [LABEL_TRIAL]
+        if self.settings.scope is not None:
+            labels.append(f"{LABEL_SCOPE}={self.settings.scope}")
         containers = self.client.containers.list(
-            all=True, filters={"label": LABEL_TRIAL}, ignore_removed=True
+            all=True, filters={"label": labels}, ignore_removed=True
         )
         # Read after listing: a trial that started in between is running by now, and its
         # new container must not be taken for an orphan.

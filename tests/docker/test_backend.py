@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
 import pytest
 from sqlalchemy import select
 
-from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend
+from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
+from service.backends.seccomp import profile_json
 from service.planes import beat
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
@@ -30,20 +34,47 @@ def test_container_is_hardened(backend: DockerBackend, docker_client: docker.Doc
         container.remove(force=True)
     assert host["NetworkMode"] == "none"
     assert host["CapDrop"] == ["ALL"]
-    assert sorted(host["CapAdd"]) == ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"]
-    assert host["SecurityOpt"] == ["no-new-privileges"]
+    # SYS_RESOURCE only where the engine can grant it (not an engine in a container).
+    assert sorted(host["CapAdd"]) == sorted(backend.worker_caps())
+    assert set(backend.worker_caps()) - {"SYS_RESOURCE"} == {
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "SETGID",
+        "SETUID",
+    }
+    assert host["SecurityOpt"][0] == "no-new-privileges"
+    # examhall's own profile, not the engine's default: it denies by default.
+    assert len(host["SecurityOpt"]) == 2 and host["SecurityOpt"][1].startswith("seccomp=")
+    profile = json.loads(host["SecurityOpt"][1].removeprefix("seccomp="))
+    assert profile == json.loads(profile_json())
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
     assert host["ReadonlyRootfs"] is True
     assert host["Privileged"] is False
     assert host["Init"] is True
     assert host["Memory"] == host["MemorySwap"] > 0
     assert host["PidsLimit"] > 0 and host["NanoCpus"] > 0
     # The case code is imported from memory: no bundle directory to mount.
-    assert set(host["Tmpfs"]) == {"/tmp", "/workspace"}
+    assert set(host["Tmpfs"]) == {"/tmp", "/workspace", "/dev/mqueue"}
+    assert host["Tmpfs"]["/dev/mqueue"].startswith("ro,")
     assert not host.get("Binds") and host["PidMode"] == ""
 
 
+@pytest.fixture
+def stranger(backend: DockerBackend, docker_client: docker.DockerClient) -> Iterator[Any]:
+    """A container of someone else on the shared engine: another control plane's live
+    trial, with the same labels a trial gets but not this test run's scope."""
+    other = DockerBackend(DockerSettings(image=backend.settings.image), docker_client)
+    container = docker_client.containers.create(
+        **other.container_config("someone-elses-trial", "their-job")
+    )
+    yield container
+    with contextlib.suppress(docker.errors.NotFound):
+        container.remove(force=True)
+
+
 def test_reaper_removes_only_containers_no_trial_owns(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend, docker_client: docker.DockerClient, stranger: Any
 ) -> None:
     orphan = docker_client.containers.create(**backend.container_config("orphan", "job"))
     kept = docker_client.containers.create(**backend.container_config("still-running", "job"))
@@ -53,6 +84,10 @@ def test_reaper_removes_only_containers_no_trial_owns(
         with pytest.raises(docker.errors.NotFound):
             docker_client.containers.get(orphan.id)
         assert docker_client.containers.get(kept.id).labels[LABEL_TRIAL] == "still-running"
+        # Not this run's to judge: a test never removes a container it did not start.
+        assert docker_client.containers.get(stranger.id).labels[LABEL_TRIAL] == (
+            "someone-elses-trial"
+        )
     finally:
         for container in (orphan, kept):
             with contextlib.suppress(docker.errors.NotFound):
@@ -60,19 +95,27 @@ def test_reaper_removes_only_containers_no_trial_owns(
 
 
 def test_reap_orphans_spares_live_owners(
-    backend: DockerBackend, docker_client: docker.DockerClient
+    backend: DockerBackend, docker_client: docker.DockerClient, stranger: Any
 ) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
+    gone_owner = f"{socket.gethostname()}:{dead.pid}:gone"
     orphan_config = backend.container_config("orphan-of-dead", "job")
-    orphan_config["labels"][LABEL_OWNER] = f"{socket.gethostname()}:{dead.pid}:gone"
+    orphan_config["labels"][LABEL_OWNER] = gone_owner
     orphan = docker_client.containers.create(**orphan_config)
     live = docker_client.containers.create(**backend.container_config("live-owner", "job"))
+    # Someone else's orphan is theirs to reap, not this test run's.
+    other = DockerBackend(DockerSettings(image=backend.settings.image), docker_client)
+    their_config = other.container_config("their-orphan", "job")
+    their_config["labels"][LABEL_OWNER] = gone_owner
+    theirs = docker_client.containers.create(**their_config)
     try:
         assert backend.reap_orphans() == ["orphan-of-dead"]
         assert docker_client.containers.get(live.id).labels[LABEL_TRIAL] == "live-owner"
+        assert docker_client.containers.get(theirs.id).labels[LABEL_TRIAL] == "their-orphan"
+        assert docker_client.containers.get(stranger.id).status == "created"
     finally:
-        for container in (orphan, live):
+        for container in (orphan, live, theirs):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
 

@@ -24,6 +24,12 @@ PROBES = [
     "no-write-outside",
     "no-network",
     "no-docker-socket",
+    "no-io-uring",
+    "no-exotic-sockets",
+    "no-kernel-keyring",
+    "no-kernel-attack-surface",
+    "no-namespaces-or-mounts",
+    "no-ipc",
 ]
 
 
