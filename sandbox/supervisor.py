@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 from sandbox import limits, privilege
 from sandbox.channel import Channel
 from sandbox.protocol import (
+    CasesMessage,
     ErrorKind,
     Event,
     LifecycleEvent,
@@ -53,13 +54,16 @@ AGENT_STEPS = frozenset({"run_agent", "judge"})
 OOM_PIN_INTERVAL_S = 0.2
 
 
+def _how(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exited with code {os.waitstatus_to_exitcode(status)}"
+
+
 def death_result(status: int, last_step: str | None) -> TrialResult:
     """What to report for a worker that ended without a result."""
     step = last_step or "start"
-    if os.WIFSIGNALED(status):
-        how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    else:
-        how = f"exited with code {os.waitstatus_to_exitcode(status)}"
+    how = _how(status)
     kind: ErrorKind
     if limits.snapshot().oom_kills:
         kind = "limit_exceeded"
@@ -179,6 +183,7 @@ class _Supervision:
         self.reported = False
         self.timings: dict[str, float] = {}
         self.direct: _Direct | None = None
+        self.listing = False
 
     def emit(self, event: Event) -> None:
         """An event of the parent's own (direct calls), in the transcript like the child's."""
@@ -195,6 +200,8 @@ class _Supervision:
             self.last_step = message.get("step")
         elif kind == "event":
             self.events.append(message.get("event"))
+        elif kind == "cases":
+            self.reported = True
         elif kind == "result":
             if self.reported:
                 return
@@ -235,6 +242,7 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
     finally:
         run.timings["read_spec"] = round(time.monotonic() - started, 6)
     if isinstance(request, ListCasesRequest):
+        run.listing = True
         to_child.write(encode(request))
         return None
     spec = request.spec
@@ -296,6 +304,11 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
     finally:
         stop_pinning.set()
     _, status = os.waitpid(pid, 0)
+    if not run.reported and run.listing:
+        # The suite's import ended the worker (os._exit, a signal): say so to the lister.
+        error = f"The worker {_how(status)} during {run.last_step or 'start'} before listing."
+        channel.send(CasesMessage(cases=[], error=error))
+        return
     if not run.reported:
         run.result(death_result(status, run.last_step))
     session = "".join(json.dumps(event) + "\n" for event in run.events)
