@@ -6,7 +6,6 @@ Every /v1 route needs a bearer token (service/api/auth.py); a team sees only its
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from pydantic import BaseModel
 from sqlalchemy import select, text
 
-from service import __version__, images
+from service import __version__, config, images
 from service.api import allow, metrics
 from service.api.auth import UNAUTHORIZED, Admin, Caller, principal
 from service.api.context import Context, Ctx
@@ -81,7 +80,11 @@ def create_app(
 
     `admin_token` (else $EXAMHALL_ADMIN_TOKEN) is accepted as an admin bearer token, so a
     fresh box can be used, and its teams created over the CLI, before any token exists."""
-    admin_token = admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    admin_token = (
+        config.token(admin_token, "admin_token")
+        if admin_token
+        else config.env_token(ADMIN_TOKEN_ENV)
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
