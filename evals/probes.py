@@ -421,6 +421,104 @@ attempt("dev_shm", lambda: os.listdir("/dev/shm"))
 """
 
 
+# ----- the file tools against a symlink swap race ----------------------------------------
+# A background process swaps a workspace directory with a symlink out (renameat2
+# RENAME_EXCHANGE, so the name always exists) as fast as it can, while the model calls the
+# file tools on paths through it. A tool that checks the path, then opens it while the
+# swap has happened in between, would read /etc/passwd, list /etc, or write into /tmp.
+# (/etc/passwd, not os-release: that is itself a symlink, which O_NOFOLLOW alone refused.)
+
+INSIDE_MARK = "INSIDE-THE-WORKSPACE"
+RACE_ROUNDS = 8
+
+RACE_SETUP = r"""
+set -e
+mkdir -p /workspace/race/d /workspace/race/w /tmp/escape
+printf 'INSIDE-THE-WORKSPACE\n' > /workspace/race/d/passwd
+printf 'INSIDE-THE-WORKSPACE\n' > /workspace/race/w/passwd
+ln -s /etc /workspace/race/d_out
+ln -s /tmp/escape /workspace/race/w_out
+cat > /tmp/flip.py <<'FLIP'
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+os.chdir("/workspace/race")
+flips, end = 0, time.monotonic() + 100
+while time.monotonic() < end and not os.path.exists("/tmp/stop-flipping"):
+    for a, b in ((b"d", b"d_out"), (b"w", b"w_out")):
+        if libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
+            raise SystemExit("renameat2: " + os.strerror(ctypes.get_errno()))
+    flips += 1
+open("/tmp/flips", "w").write(str(flips))
+FLIP
+# setsid: out of the tool's process group, so it outlives this call and races the next ones.
+setsid python3 /tmp/flip.py > /tmp/flip.log 2>&1 < /dev/null &
+sleep 0.5
+echo flipping
+"""
+
+RACE_REPORT = r"""
+import time
+open("/tmp/stop-flipping", "w").close()
+for _ in range(100):
+    if os.path.exists("/tmp/flips"):
+        break
+    time.sleep(0.1)
+flips = int(open("/tmp/flips").read()) if os.path.exists("/tmp/flips") else 0
+results["flipper_ran"] = {"ok": flips > 1000, "value": f"{flips} swaps; " + open("/tmp/flip.log").read()[-200:]}
+attempt("escaped_writes", lambda: absent(os.listdir("/tmp/escape")))
+"""
+
+
+def _race_turn() -> faux.FauxReply:
+    calls: list[tuple[str, dict[str, object]]] = []
+    for _ in range(4):
+        calls += [("read", {"path": "race/d/passwd"})] * 4
+        calls += [("ls", {"path": "race/d"})]
+        calls += [("write", {"path": f"race/w/planted-{len(calls)}", "content": "planted"})]
+        calls += [("grep", {"path": "race/d", "pattern": "root:x:[0]"})]
+    return faux.calls(*calls)
+
+
+def _race_script() -> list[faux.FauxStep]:
+    return [
+        faux.bash(RACE_SETUP, timeout=30),
+        *[_race_turn() for _ in range(RACE_ROUNDS)],
+        faux.bash(f"python3 - <<'PROBE'\n{PRELUDE + RACE_REPORT + EPILOGUE}\nPROBE", timeout=60),
+        faux.text("Probe finished."),
+    ]
+
+
+def _judge_race(run: AgentRun) -> tuple[float, str]:
+    """No tool result may show what lies behind the symlinks, no write may land behind
+    one, and the race must have been run (the flipper swapped, some calls met a swap)."""
+    problems = []
+    results = [
+        (r.name, r.content + (r.error or "")) for r in run.tool_results() if r.name != "bash"
+    ]
+    leaks = [
+        f"{name}: {said[:120]!r}"
+        for name, said in results
+        if "root:x:0:" in said or "bash.bashrc" in said
+    ]
+    if leaks:
+        problems.append(f"{len(leaks)} tool results showed files outside: {leaks[:3]}")
+    report = _results(run)
+    if not report.get("flipper_ran", {}).get("ok"):
+        problems.append(f"the race did not run: {report.get('flipper_ran')}")
+    escaped = report.get("escaped_writes")
+    if escaped is None or escaped.get("ok") or escaped.get("errno") != "ENOENT":
+        problems.append(f"writes landed outside the workspace: {escaped}")
+    refused = sum("a symlink appeared on its path" in said for _, said in results)
+    escapes = sum("Path escapes the workspace" in said for _, said in results)
+    inside = sum(INSIDE_MARK in said for _, said in results)
+    if not refused:
+        # Proof the race was won at least once: a swap fell between a check and its open.
+        problems.append("no call met a swap between its check and its open")
+    summary = f"{len(results)} calls: {inside} inside, {escapes} refused at the check, {refused} refused at the open"
+    return (0.0, "; ".join(problems) + f" ({summary})") if problems else (1.0, summary)
+
+
 def _probe(case_id: str, prompt: str, body: str, judge: Judge) -> Case:
     return Case(
         id=case_id,
@@ -676,5 +774,13 @@ CASES = [
                 "dev_shm": ("ENOENT",),
             },
         ),
+    ),
+    Case(
+        id="no-symlink-swap-escape",
+        input="Race the file tools with a symlink swapped in under them.",
+        judges=[Judge(name="the file tools stay in the workspace", fn=_judge_race)],
+        tools=("bash", "read", "ls", "write", "grep"),
+        scripts={"attack": _race_script()},
+        metadata={"kind": "security-probe"},
     ),
 ]

@@ -9,20 +9,24 @@ from collections.abc import Callable
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.store.db import make_engine, migrate, session_factory
+from service import config
+from service.store.db import session_factory
 from service.store.models import Job, Team, Token
+from service.store.opening import describe, open_existing
 from service.store.queries import dict_of
 from service.teams import TeamError, create_team, create_token, find_team, revoke_tokens
 
 
-def _sessions() -> sessionmaker[Session]:
-    engine = make_engine()
-    migrate(engine)
-    return session_factory(engine)
+def _sessions(args: argparse.Namespace) -> sessionmaker[Session]:
+    """Sessions on the store the command names, said on stderr; an existing store only,
+    unless --create."""
+    url = config.database_url()
+    print(describe(url), file=sys.stderr)
+    return session_factory(open_existing(url, create=args.create))
 
 
 def cmd_create_team(args: argparse.Namespace) -> int:
-    with _sessions().begin() as session:
+    with _sessions(args).begin() as session:
         team = create_team(session, args.name, args.max_containers)
         cap = f", at most {team.max_containers} containers" if team.max_containers else ""
     print(f"Created team {args.name}{cap}.")
@@ -33,7 +37,7 @@ def cmd_create_team(args: argparse.Namespace) -> int:
 def cmd_create_token(args: argparse.Namespace) -> int:
     if bool(args.team) == args.admin:
         raise TeamError("Name a TEAM, or pass --admin for a token that sees every team's jobs.")
-    with _sessions().begin() as session:
+    with _sessions(args).begin() as session:
         token = create_token(session, None if args.admin else find_team(session, args.team))
     owner = "an admin" if args.admin else f"team {args.team}"
     print(f"A new token for {owner}. It is shown only this once:", file=sys.stderr)
@@ -41,8 +45,8 @@ def cmd_create_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_teams(_args: argparse.Namespace) -> int:
-    with _sessions()() as session:
+def cmd_teams(args: argparse.Namespace) -> int:
+    with _sessions(args)() as session:
         jobs = dict_of(session, select(Job.team_id, func.count()).group_by(Job.team_id))
         tokens = dict_of(
             session,
@@ -58,7 +62,7 @@ def cmd_teams(_args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    with _sessions().begin() as session:
+    with _sessions(args).begin() as session:
         count = revoke_tokens(session, args.prefix)
     print(f"Revoked {count} token(s).")
     return 0 if count else 1
@@ -71,7 +75,7 @@ def _run(func: Command) -> Command:
     def guarded(args: argparse.Namespace) -> int:
         try:
             result: int = func(args)
-        except TeamError as exc:
+        except (TeamError, config.ConfigError) as exc:
             print(f"examhall: {exc}", file=sys.stderr)
             return 2
         return result
@@ -83,22 +87,31 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     admin = sub.add_parser(
         "admin", help="teams and API tokens (on the box; uses $EXAMHALL_DATABASE_URL)"
     ).add_subparsers(dest="admin_command", required=True)
+    # On every subcommand, so it goes where people type it: `examhall admin teams --create`.
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument(
+        "--create",
+        action="store_true",
+        help="create the store if there is none yet (by default only an existing one is used)",
+    )
 
-    team = admin.add_parser("create-team", help="add a team")
+    team = admin.add_parser("create-team", help="add a team", parents=[store])
     team.add_argument("name")
     team.add_argument(
         "--max-containers", type=int, help="cap on this team's containers running at once"
     )
     team.set_defaults(func=_run(cmd_create_team))
 
-    token = admin.add_parser("create-token", help="a new API token, printed once")
+    token = admin.add_parser("create-token", help="a new API token, printed once", parents=[store])
     token.add_argument("team", nargs="?")
     token.add_argument("--admin", action="store_true", help="a token that sees every team")
     token.set_defaults(func=_run(cmd_create_token))
 
-    teams = admin.add_parser("teams", help="list teams")
+    teams = admin.add_parser("teams", help="list teams", parents=[store])
     teams.set_defaults(func=_run(cmd_teams))
 
-    revoke = admin.add_parser("revoke-token", help="revoke tokens by their first characters")
+    revoke = admin.add_parser(
+        "revoke-token", help="revoke tokens by their first characters", parents=[store]
+    )
     revoke.add_argument("prefix")
     revoke.set_defaults(func=_run(cmd_revoke))

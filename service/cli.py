@@ -19,7 +19,7 @@ import docker.errors
 import httpx
 
 from sandbox.protocol import Limits, ModelRef, RunSpec
-from service import images
+from service import config, images, listen
 from service.admin import add_admin_commands
 from service.agent_images import AGENTS, ensure_agent_image
 from service.api.settings import FrontSettings
@@ -209,8 +209,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from service.api.app import create_app
 
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="info")
-    return 0
+    # Every setting is checked, and the port bound, before the app's start-up migrates the
+    # store, recovers trials and starts the scheduler: a mistake fails in a second, with
+    # the reason, and changes nothing.
+    config.max_containers()
+    config.database_url()
+    app = create_app()
+    sock = listen.bind(args.host, args.port)
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    # 3, as uvicorn.run exits, when the app's start-up failed (its log says why).
+    return 0 if server.started else 3
 
 
 def _free_port() -> int:
@@ -348,7 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+    except config.ConfigError as exc:
+        # A setting the operator has to fix: the message says which and how.
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
     return result
 
 

@@ -10,6 +10,8 @@ from typing import Any, TextIO
 
 import httpx
 
+from service import config
+
 TOKEN_ENV = "EXAMHALL_TOKEN"
 SERVER_ENV = "EXAMHALL_SERVER"
 
@@ -56,7 +58,9 @@ def parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 class Client:
     def __init__(self, base_url: str, token: str | None = None, timeout: float = 120.0) -> None:
-        token = token or os.environ.get(TOKEN_ENV)
+        # Checked here, so a pasted token with a stray character is a clear error rather
+        # than an encoding traceback from the HTTP library.
+        token = config.token(token, "--token") if token else config.env_token(TOKEN_ENV)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=base_url, timeout=timeout, headers=headers)
 

@@ -13,7 +13,6 @@ import copy
 import dataclasses
 import hashlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import Event, Limits, ModelRef, RunSpec, SuiteBundle
+from service import config
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, owner_gone
 from service.gateway import Budget, TrialGateway
 from service.planes import BEAT_EVERY_S, beat, forget, live_planes
@@ -49,16 +49,7 @@ def now() -> datetime:
 
 
 def default_max_containers() -> int:
-    value = os.environ.get("EXAMHALL_MAX_CONTAINERS")
-    if value is None:
-        return os.cpu_count() or 1
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(f"EXAMHALL_MAX_CONTAINERS={value!r} is not a positive integer.")
-    return count
+    return config.max_containers()
 
 
 class EventSink:

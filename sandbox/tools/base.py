@@ -42,7 +42,15 @@ def resolve_in_workspace(workspace: Path, path: object) -> Path:
     candidate = Path(path)
     if not candidate.is_absolute():
         candidate = root / candidate
-    resolved = candidate.resolve()
+    try:
+        resolved = candidate.resolve()
+    except OSError as exc:
+        # realpath raced a change (a directory swapped for a symlink between its lstat and
+        # readlink says EINVAL), or a symlink loop: a tool error, not a crash of the tool.
+        raise ToolError(
+            f"Cannot resolve {path}: {exc.strerror or exc}. Symlinks on its path changed "
+            "while it was checked, or loop; run the tool again once nothing is changing them."
+        ) from None
     if resolved != root and root not in resolved.parents:
         raise ToolError(f"Path escapes the workspace: {path}")
     return resolved

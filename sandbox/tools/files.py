@@ -1,12 +1,16 @@
 """The file tools: read, write, edit, ls, find and grep, all confined to the workspace.
 
 Every path goes through `resolve_in_workspace`, so `..`, absolute paths and symlinks that
-lead out of the workspace are a ToolError, never a file outside it. Walks (find, grep) do
-not follow symlinks, so a link pointing out cannot leak what lies behind it either.
+lead out of the workspace are a ToolError, never a file outside it. The resolved path is
+then opened beneath a descriptor of the workspace root refusing every symlink on the way
+(sandbox.tools.beneath), so a symlink the agent swaps in between the check and the open
+cannot lead out either. Walks (find, grep) go by directory descriptor (os.fwalk) and do not
+follow symlinks, so a link pointing out cannot leak what lies behind it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -25,6 +29,7 @@ from sandbox.tools.base import (
     required_str,
     resolve_in_workspace,
 )
+from sandbox.tools.beneath import makedirs_beneath, open_beneath
 
 # More entries than this are noise to a model and cost tokens; it should narrow the search.
 MAX_RESULTS = 1000
@@ -33,10 +38,9 @@ MAX_LINE_CHARS = 500
 # Like git and grep: a NUL byte in the first 8 KiB means a binary file.
 BINARY_SNIFF_BYTES = 8192
 
-# O_NOFOLLOW: the path was resolved a moment ago, but a background process of the agent
-# could swap in a symlink since; refuse it rather than follow it out of the workspace.
-# O_NONBLOCK: opening a FIFO the agent made must not hang the worker.
-_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO the agent made must not hang the worker. (open_beneath adds
+# O_NOFOLLOW, for the last component as for every other.)
+_OPEN_FLAGS = os.O_NONBLOCK | os.O_CLOEXEC
 
 
 # ----- helpers -------------------------------------------------------------------------
@@ -53,7 +57,18 @@ def _prefix(shown_dir: str) -> str:
     return "" if shown_dir == "." else shown_dir + "/"
 
 
+def _beneath(ctx: ToolContext, path: Path) -> Path:
+    """A resolved workspace path as the root-relative path open_beneath takes."""
+    return path.relative_to(ctx.workspace.resolve())
+
+
 def _open_error(exc: OSError, shown: str, verb: str) -> ToolError:
+    if exc.errno in (errno.ELOOP, errno.EXDEV):
+        return ToolError(
+            f"Cannot {verb} {shown}: a symlink appeared on its path after the path was "
+            "checked, and the file tools do not follow one they have not checked. Run the "
+            "tool again once nothing is changing the workspace."
+        )
     if isinstance(exc, FileNotFoundError):
         return ToolError(f"File not found: {shown}. Use ls or find to see which files exist.")
     if isinstance(exc, IsADirectoryError):
@@ -63,10 +78,11 @@ def _open_error(exc: OSError, shown: str, verb: str) -> ToolError:
     return ToolError(f"Cannot {verb} {shown}: {exc.strerror or exc}.")
 
 
-def _open_regular(path: Path, shown: str, flags: int, verb: str) -> BinaryIO:
-    """Open `path`, which must be a regular file, as a binary stream."""
+def _open_regular(ctx: ToolContext, path: Path, shown: str, flags: int, verb: str) -> BinaryIO:
+    """Open the resolved workspace path `path`, which must be a regular file, as a binary
+    stream, without following any symlink on the way."""
     try:
-        fd = os.open(path, flags | _OPEN_FLAGS, 0o600)
+        fd = open_beneath(ctx.workspace.resolve(), _beneath(ctx, path), flags | _OPEN_FLAGS)
     except OSError as exc:
         raise _open_error(exc, shown, verb) from None
     mode = os.fstat(fd).st_mode
@@ -148,18 +164,30 @@ class _PathFilter:
         return self._regex.fullmatch(subject) is not None
 
 
-def _walk(top: Path) -> Iterator[tuple[Path, str, bool]]:
+def _walk(ctx: ToolContext, top: Path) -> Iterator[tuple[Path, str, bool]]:
     """(path, path relative to `top`, is a directory) for everything below `top`, in
     sorted order, without following symlinks: a link to a directory is listed, never
-    entered, so a link out of the workspace leads nowhere."""
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-        dirnames.sort()
-        base = Path(dirpath)
-        relative_base = base.relative_to(top).as_posix()
-        prefix = "" if relative_base == "." else relative_base + "/"
-        entries = [(name, True) for name in dirnames] + [(name, False) for name in filenames]
-        for name, is_dir in sorted(entries):
-            yield base / name, prefix + name, is_dir
+    entered, so a link out of the workspace leads nowhere. By descriptor (os.fwalk), so a
+    directory swapped for a symlink while the walk runs is not entered either."""
+    try:
+        top_fd = open_beneath(
+            ctx.workspace.resolve(), _beneath(ctx, top), os.O_RDONLY | os.O_DIRECTORY
+        )
+    except OSError as exc:
+        raise _open_error(exc, _shown(ctx, top), "search") from None
+    try:
+        for dirpath, dirnames, filenames, _fd in os.fwalk(
+            ".", dir_fd=top_fd, follow_symlinks=False
+        ):
+            dirnames.sort()
+            relative_base = os.path.normpath(dirpath)
+            base = top if relative_base == "." else top / relative_base
+            prefix = "" if relative_base == "." else relative_base + "/"
+            entries = [(name, True) for name in dirnames] + [(name, False) for name in filenames]
+            for name, is_dir in sorted(entries):
+                yield base / name, prefix + name, is_dir
+    finally:
+        os.close(top_fd)
 
 
 def _capped_list(lines: list[str], ctx: ToolContext, what: str, hint: str) -> str:
@@ -184,7 +212,7 @@ def _read(args: Mapping[str, Any], ctx: ToolContext) -> str:
     last_shown = 0
     total = 0
     full = False
-    with _open_regular(path, shown, os.O_RDONLY, "read") as file:
+    with _open_regular(ctx, path, shown, os.O_RDONLY, "read") as file:
         # Count every line for the continuation hint, but keep only what will be shown.
         for total, raw in enumerate(file, start=1):
             if total < offset or full:
@@ -221,22 +249,21 @@ def _read(args: Mapping[str, Any], ctx: ToolContext) -> str:
 
 
 def _make_parents(ctx: ToolContext, path: Path) -> None:
-    """Create the missing directories above `path`, each private to the sandbox user.
-    (os.makedirs would give the intermediate ones the umask's default mode.)"""
-    root = ctx.workspace.resolve()
-    for directory in reversed(path.parents):
-        if directory != root and root not in directory.parents:
-            continue  # at or above the workspace root: not ours to create
-        try:
-            directory.mkdir(mode=0o700)
-        except FileExistsError:
-            if not directory.is_dir():
-                raise ToolError(
-                    f"Cannot write {_shown(ctx, path)}: {_shown(ctx, directory)} is a file, "
-                    "not a directory."
-                ) from None
-        except OSError as exc:
-            raise _open_error(exc, _shown(ctx, directory), "create directory") from None
+    """Create the missing directories above `path`, each private to the sandbox user, one
+    at a time beneath the workspace root and never through a symlink. (os.makedirs would
+    give the intermediate ones the umask's default mode, and follow symlinks.)"""
+    try:
+        makedirs_beneath(ctx.workspace.resolve(), _beneath(ctx, path.parent), 0o700)
+    except NotADirectoryError:
+        in_the_way = next(
+            (d for d in reversed(path.parents) if d.exists() and not d.is_dir()), path.parent
+        )
+        raise ToolError(
+            f"Cannot write {_shown(ctx, path)}: {_shown(ctx, in_the_way)} is a file, "
+            "not a directory."
+        ) from None
+    except OSError as exc:
+        raise _open_error(exc, _shown(ctx, path.parent), "create directory") from None
 
 
 def _write(args: Mapping[str, Any], ctx: ToolContext) -> str:
@@ -249,7 +276,7 @@ def _write(args: Mapping[str, Any], ctx: ToolContext) -> str:
     data = content.encode("utf-8")
     # A new file gets 0600; an existing one keeps its mode, so a script the agent made
     # executable stays executable when rewritten.
-    with _open_regular(path, shown, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "write") as file:
+    with _open_regular(ctx, path, shown, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "write") as file:
         file.write(data)
     return f"Wrote {len(data)} bytes to {shown}"
 
@@ -265,7 +292,7 @@ def _edit(args: Mapping[str, Any], ctx: ToolContext) -> str:
     if old_text == new_text:
         raise ToolError("old_text and new_text are identical, so there is nothing to change.")
 
-    with _open_regular(path, shown, os.O_RDONLY, "read") as file:
+    with _open_regular(ctx, path, shown, os.O_RDONLY, "read") as file:
         data = file.read()
     try:
         text = data.decode("utf-8")
@@ -287,7 +314,7 @@ def _edit(args: Mapping[str, Any], ctx: ToolContext) -> str:
         )
     updated = text.replace(old_text, new_text, 1)
     # Rewrite in place rather than replace the file, so its mode and owner stay as they were.
-    with _open_regular(path, shown, os.O_WRONLY | os.O_TRUNC, "write") as file:
+    with _open_regular(ctx, path, shown, os.O_WRONLY | os.O_TRUNC, "write") as file:
         file.write(updated.encode("utf-8"))
     line = text.count("\n", 0, text.index(old_text)) + 1
     return f"Edited {shown}: replaced 1 occurrence at line {line}."
@@ -301,8 +328,14 @@ def _ls(args: Mapping[str, Any], ctx: ToolContext) -> str:
     shown = _shown(ctx, path)
     _require_dir(path, shown)
     try:
-        with os.scandir(path) as entries:
-            names = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
+        fd = open_beneath(
+            ctx.workspace.resolve(), _beneath(ctx, path), os.O_RDONLY | os.O_DIRECTORY
+        )
+        try:
+            with os.scandir(fd) as entries:
+                names = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in entries)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise _open_error(exc, shown, "list") from None
     if not names:
@@ -322,7 +355,7 @@ def _find(args: Mapping[str, Any], ctx: ToolContext) -> str:
     prefix = _prefix(shown)
     found = sorted(
         prefix + relative + ("/" if is_dir else "")
-        for _, relative, is_dir in _walk(top)
+        for _, relative, is_dir in _walk(ctx, top)
         if matcher.matches(relative)
     )
     if not found:
@@ -333,10 +366,10 @@ def _find(args: Mapping[str, Any], ctx: ToolContext) -> str:
 # ----- grep ----------------------------------------------------------------------------
 
 
-def _grep_file(path: Path, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+def _grep_file(ctx: ToolContext, path: Path, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
     """(line number, line) for each matching line; nothing for binary or unreadable files."""
     try:
-        file = _open_regular(path, "", os.O_RDONLY, "read")
+        file = _open_regular(ctx, path, "", os.O_RDONLY, "read")
     except ToolError:
         return  # a FIFO, a vanished or unreadable file: nothing to search
     with file:
@@ -373,7 +406,7 @@ def _grep(args: Mapping[str, Any], ctx: ToolContext) -> str:
         prefix = _prefix(shown)
         files = [
             (path, prefix + relative)
-            for path, relative, is_dir in _walk(top)
+            for path, relative, is_dir in _walk(ctx, top)
             if not is_dir
             and not path.is_symlink()  # its target may lie outside the workspace
             and (matcher is None or matcher.matches(relative))
@@ -383,7 +416,7 @@ def _grep(args: Mapping[str, Any], ctx: ToolContext) -> str:
     used = 0
     stopped = False
     for path, path_shown in files:
-        for number, line in _grep_file(path, regex):
+        for number, line in _grep_file(ctx, path, regex):
             hit = f"{path_shown}:{number}:{line}"
             # Stop early: past either cap nothing more would be shown anyway.
             if len(hits) >= MAX_RESULTS or used > ctx.output_limit:

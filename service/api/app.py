@@ -6,7 +6,6 @@ Every /v1 route needs a bearer token (service/api/auth.py); a team sees only its
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -20,7 +19,7 @@ from pydantic import BaseModel
 from sqlalchemy import select, text
 from starlette.concurrency import run_in_threadpool
 
-from service import __version__, images
+from service import __version__, config, images
 from service.api import allow, metrics
 from service.api.auth import UNAUTHORIZED, Admin, Caller, principal, resolve
 from service.api.body_limit import BodyLimit
@@ -89,7 +88,11 @@ def create_app(
 
     `admin_token` (else $EXAMHALL_ADMIN_TOKEN) is accepted as an admin bearer token, so a
     fresh box can be used, and its teams created over the CLI, before any token exists."""
-    admin_token = admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    admin_token = (
+        config.token(admin_token, "admin_token")
+        if admin_token
+        else config.env_token(ADMIN_TOKEN_ENV)
+    )
     front = settings or FrontSettings.from_env()
 
     @asynccontextmanager

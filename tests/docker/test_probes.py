@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from evals import probes
 from sandbox.protocol import SuiteBundle
 from service.suites import load_suite
 from service.trials import TrialRecord
@@ -30,7 +31,12 @@ PROBES = [
     "no-kernel-attack-surface",
     "no-namespaces-or-mounts",
     "no-ipc",
+    "no-symlink-swap-escape",
 ]
+
+
+def test_every_shipped_probe_is_run_here() -> None:
+    assert sorted(PROBES) == sorted(case.id for case in probes.CASES)
 
 
 def _canary() -> str:
@@ -38,10 +44,14 @@ def _canary() -> str:
 
 
 def _attempts(record: TrialRecord) -> dict[str, dict[str, object]]:
-    output = next(
-        e for e in record.events if getattr(e, "name", None) == "bash" and e.type == "tool_result"
+    # The bash result that carries the report (a probe may run bash before its attack).
+    line = next(
+        x
+        for e in record.events
+        if getattr(e, "name", None) == "bash" and e.type == "tool_result"
+        for x in e.content.splitlines()  # type: ignore[union-attr]
+        if x.startswith("PROBE-RESULT ")
     )
-    line = next(x for x in output.content.splitlines() if x.startswith("PROBE-RESULT "))  # type: ignore[union-attr]
     parsed: dict[str, dict[str, object]] = json.loads(line.removeprefix("PROBE-RESULT "))
     return parsed
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from sandbox.protocol import SANDBOX_GID, SANDBOX_UID
-from sandbox.tools import DEFAULT_TOOLS, OPTIONAL_TOOLS, TOOLS, select_tools
+from sandbox.tools import DEFAULT_TOOLS, OPTIONAL_TOOLS, TOOLS, beneath, files, select_tools
 from sandbox.tools.base import ToolContext, ToolError
 from sandbox.tools.bash import kill_strays
 
@@ -510,3 +512,101 @@ def test_kill_strays_kills_the_users_processes_but_not_the_caller() -> None:
         report = pipe.read().decode()
     assert os.waitstatus_to_exitcode(wait_status) == 0, report  # the caller survived
     assert report == "-9"  # and the victim was SIGKILLed
+
+
+# ----- symlinks swapped in after the check ----------------------------------------------
+# A background process of the agent can turn a directory into a symlink between the tool's
+# path check and its open. These tests make that race deterministic: the check runs, then
+# the swap, then the open. Both ways of opening beneath the workspace are tested: openat2,
+# and the component-by-component walk used where the kernel has no openat2.
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def beneath_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    mode: str = request.param
+    monkeypatch.setattr(beneath, "openat2_available", False if mode == "walk" else None)
+    if mode == "openat2":
+        os.close(beneath.open_beneath(Path("/"), ".", os.O_RDONLY | os.O_DIRECTORY))
+        if beneath.openat2_available is not True:
+            pytest.skip("this kernel has no openat2")
+    return mode
+
+
+@pytest.fixture
+def swapped(ctx: ToolContext, outside: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """ws/sub holds its own secret.txt, until each path check is followed by the swap of
+    ws/sub for a symlink to the directory outside."""
+    sub = ctx.workspace / "sub"
+    sub.mkdir()
+    (sub / "secret.txt").write_text("inside\n")
+    checked = files.resolve_in_workspace
+
+    def check_then_swap(workspace: Path, path: object) -> Path:
+        resolved = checked(workspace, path)
+        if not sub.is_symlink():
+            shutil.rmtree(sub)
+            sub.symlink_to(outside)
+        return resolved
+
+    monkeypatch.setattr(files, "resolve_in_workspace", check_then_swap)
+    return sub
+
+
+RACED = [
+    ("read", {"path": "sub/secret.txt"}),
+    ("write", {"path": "sub/secret.txt", "content": "overwritten"}),
+    ("write", {"path": "sub/new.txt", "content": "planted"}),
+    ("write", {"path": "sub/deeper/new.txt", "content": "planted"}),
+    ("edit", {"path": "sub/secret.txt", "old_text": "TOP", "new_text": "NOT"}),
+    ("ls", {"path": "sub"}),
+    ("find", {"path": "sub", "pattern": "*"}),
+    ("grep", {"path": "sub", "pattern": "SECRET"}),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), RACED, ids=[f"{n}-{a['path']}" for n, a in RACED])
+def test_a_symlink_swapped_in_after_the_check_is_not_followed(
+    ctx: ToolContext,
+    outside: Path,
+    swapped: Path,
+    beneath_mode: str,
+    name: str,
+    args: dict[str, Any],
+) -> None:
+    message = error_of(name, ctx, **args)
+    assert "a symlink appeared on its path" in message
+    assert SECRET.strip() not in message
+    assert (outside / "secret.txt").read_text() == SECRET
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_grep_of_a_swapped_file_shows_nothing_behind_it(
+    ctx: ToolContext, swapped: Path, beneath_mode: str
+) -> None:
+    assert run("grep", ctx, path="sub/secret.txt", pattern="SECRET").startswith("No matches")
+
+
+def test_symlinks_inside_the_workspace_still_work(ctx: ToolContext, beneath_mode: str) -> None:
+    """A link that stays inside is resolved at the check, so the open meets no symlink."""
+    (ctx.workspace / "real" / "deep").mkdir(parents=True)
+    (ctx.workspace / "real" / "deep" / "f.txt").write_text("hello\n")
+    (ctx.workspace / "alias").symlink_to("real")
+    assert run("read", ctx, path="alias/deep/f.txt") == "hello\n"
+    assert run("write", ctx, path="alias/deep/new/g.txt", content="x") == (
+        "Wrote 1 bytes to real/deep/new/g.txt"
+    )
+    assert mode_of(ctx.workspace / "real" / "deep" / "new") == 0o700
+    assert run("ls", ctx, path="alias/deep").splitlines() == ["f.txt", "new/"]
+    assert run("grep", ctx, path="alias", pattern="hello") == "real/deep/f.txt:1:hello"
+
+
+@pytest.mark.parametrize("relative", ["link_dir/secret.txt", "../outside/secret.txt", "/etc"])
+def test_open_beneath_refuses_every_way_out(
+    ctx: ToolContext, beneath_mode: str, relative: str
+) -> None:
+    with pytest.raises(OSError) as caught:
+        beneath.open_beneath(ctx.workspace, relative, os.O_RDONLY)
+    assert caught.value.errno in (errno.ELOOP, errno.EXDEV)
+    with pytest.raises(OSError) as made:
+        beneath.makedirs_beneath(ctx.workspace, "link_dir/new")
+    assert made.value.errno == errno.ELOOP

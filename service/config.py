@@ -1,0 +1,114 @@
+"""Reading the operator's EXAMHALL_* settings, each checked where it enters.
+
+A bad setting is a ConfigError whose message names the variable, says what is wrong with
+it and what to do; the command line prints it as `examhall: ...` and exits 2, never with
+a traceback. Secrets (tokens, database passwords) are never echoed back.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+DATABASE_URL_ENV = "EXAMHALL_DATABASE_URL"
+DEFAULT_DATABASE_URL = "sqlite:///examhall.db"
+MAX_CONTAINERS_ENV = "EXAMHALL_MAX_CONTAINERS"
+
+# What an HTTP header value can carry without anyone's library mangling or refusing it;
+# examhall's own tokens are exh_ plus hex.
+_TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
+
+
+class ConfigError(ValueError):
+    """A setting the operator has to fix."""
+
+
+def token(value: str | None, name: str) -> str | None:
+    """A bearer token from `name` (an environment variable or a flag), or None if unset.
+
+    Surrounding whitespace is stripped: a token pasted from a file or a terminal often
+    ends in a newline, HTTP would strip it from the header anyway, and examhall's tokens
+    never contain whitespace. Anything else outside printable ASCII is refused."""
+    if value is None:
+        return None
+    stripped = value.strip(" \t\r\n")
+    if not stripped:
+        return None
+    for position, char in enumerate(stripped, start=1):
+        if char not in _TOKEN_CHARS:
+            raise ConfigError(
+                f"{name} holds a character a token cannot have (U+{ord(char):04X} at "
+                f"position {position}); tokens are printable ASCII, like the exh_... ones "
+                "`examhall admin create-token` prints. Copy the token again."
+            )
+    return stripped
+
+
+def env_token(name: str) -> str | None:
+    return token(os.environ.get(name), name)
+
+
+def positive_int(name: str, default: int) -> int:
+    """The environment variable `name` as a positive integer, or `default` when unset."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(
+            f"{name}={value!r} is not a positive integer; set it to a whole number such as "
+            f"{default}, or unset it for the default ({default})."
+        )
+    return number
+
+
+def max_containers() -> int:
+    """EXAMHALL_MAX_CONTAINERS: the box's cap on trial containers at once (default: CPUs)."""
+    return positive_int(MAX_CONTAINERS_ENV, os.cpu_count() or 1)
+
+
+def database_url_text() -> str:
+    return os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+
+
+def database_url(text: str | None = None) -> URL:
+    """The store's URL, parsed (EXAMHALL_DATABASE_URL unless `text` is given)."""
+    text = database_url_text() if text is None else text
+    try:
+        url = make_url(text)
+    except (ArgumentError, ValueError) as exc:
+        raise ConfigError(
+            f"{DATABASE_URL_ENV} is not a database URL ({_reason(exc)}); use the form "
+            "sqlite:////path/to/examhall.db or postgresql+psycopg://user:password@host:5432/db."
+        ) from None
+    try:
+        url.get_dialect()  # an unknown database kind fails here rather than at connect
+    except NoSuchModuleError:
+        raise ConfigError(
+            f"{DATABASE_URL_ENV} names a kind of database examhall cannot open "
+            f"({url.drivername}); use sqlite:/// or postgresql+psycopg://."
+        ) from None
+    except ImportError as exc:  # the dialect is known, its driver is not installed
+        raise ConfigError(
+            f"{DATABASE_URL_ENV} needs a driver that is not installed ({exc.name}); "
+            "pip install 'examhall[postgres]' for PostgreSQL."
+        ) from None
+    return url
+
+
+def shown_url(url: URL) -> str:
+    """The URL with its password masked, for messages."""
+    return url.render_as_string(hide_password=True)
+
+
+def _reason(exc: Exception) -> str:
+    # SQLAlchemy's messages repeat the URL, password and all: keep only what is safe.
+    if isinstance(exc, ArgumentError):
+        return "it does not parse"
+    text = str(exc)
+    return text.split(":", 1)[0] if "://" in text else text
