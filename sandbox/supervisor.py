@@ -32,10 +32,12 @@ from typing import Any, BinaryIO
 from sandbox import limits, privilege
 from sandbox.channel import Channel
 from sandbox.protocol import (
+    MAX_LINE_BYTES,
     CasesMessage,
     ErrorKind,
     Event,
     LifecycleEvent,
+    Limits,
     ListCasesRequest,
     ProtocolError,
     ResultMessage,
@@ -50,6 +52,10 @@ from sandbox.relay import ModelReplyMessage, ReplyError, ReplyErrorKind, decode_
 
 # Steps during which the agent's processes exist and may have ended the worker.
 AGENT_STEPS = frozenset({"run_agent", "judge"})
+# What the supervisor lets through past the worker's transcript caps: the worker's own
+# notes of the cap it hit, and the supervisor's events.
+CAP_SLACK_EVENTS = 16
+CAP_SLACK_BYTES = 1024 * 1024
 # How often the agent's processes are put back first in line for the OOM killer.
 OOM_PIN_INTERVAL_S = 0.2
 
@@ -184,6 +190,17 @@ class _Supervision:
         self.timings: dict[str, float] = {}
         self.direct: _Direct | None = None
         self.listing = False
+        # Why the child was ended, when it was the supervisor that ended it.
+        self.broken: str | None = None
+        # Past the worker's own caps, with room for its notes of the cap it hit.
+        self.max_events = Limits.max_events + CAP_SLACK_EVENTS
+        self.max_event_bytes = Limits.max_event_bytes + CAP_SLACK_BYTES
+        self.forwarded = 0
+        self.event_bytes = 0
+
+    def limit(self, limits: Limits) -> None:
+        self.max_events = limits.max_events + CAP_SLACK_EVENTS
+        self.max_event_bytes = limits.max_event_bytes + CAP_SLACK_BYTES
 
     def emit(self, event: Event) -> None:
         """An event of the parent's own (direct calls), in the transcript like the child's."""
@@ -199,6 +216,12 @@ class _Supervision:
         if kind == "step":
             self.last_step = message.get("step")
         elif kind == "event":
+            self.forwarded += 1
+            self.event_bytes += len(line)
+            if self.forwarded > self.max_events or self.event_bytes > self.max_event_bytes:
+                # The worker keeps the caps itself; only code in its process that writes to
+                # the channel directly (a suite's) gets here.
+                raise _Overflow("The worker sent more events than the trial's caps allow.")
             self.events.append(message.get("event"))
         elif kind == "cases":
             self.reported = True
@@ -247,6 +270,7 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
         return None
     spec = request.spec
     del request
+    run.limit(spec.limits)
     if spec.provider is not None:
         run.direct = _Direct(spec, run.emit)
     bare = dataclasses.replace(spec, credentials=None, provider=None, budget=None)
@@ -300,7 +324,7 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
                 target=_pump, args=(channel.reader, to_child), name="examhall-pump", daemon=True
             ).start()
     try:
-        _relay(read_fd, to_child, run)
+        _relay(read_fd, to_child, run, pid)
     finally:
         stop_pinning.set()
     _, status = os.waitpid(pid, 0)
@@ -310,18 +334,51 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
         channel.send(CasesMessage(cases=[], error=error))
         return
     if not run.reported:
-        run.result(death_result(status, run.last_step))
+        result = death_result(status, run.last_step)
+        if run.broken is not None:
+            result = dataclasses.replace(
+                result, error_message=f"{run.broken} {result.error_message}"
+            )
+        run.result(result)
     session = "".join(json.dumps(event) + "\n" for event in run.events)
     channel.artifact("session.jsonl", session.encode())
 
 
-def _relay(read_fd: int, to_child: _ChildInput, run: _Supervision) -> None:
+def _relay(read_fd: int, to_child: _ChildInput, run: _Supervision, child: int) -> None:
+    """Forward the child's lines until it ends. Suite code shares the child's process and so
+    its descriptors: a line that is not a protocol message, or one too long to be one, ends
+    the child (and is reported) rather than this supervisor, whose death would look like an
+    infrastructure fault and be retried."""
     with os.fdopen(read_fd, "rb") as pipe:
-        for line in pipe:
+        while line := pipe.readline(MAX_LINE_BYTES + 1):
             if not line.endswith(b"\n"):
-                break  # cut off mid-write by the child's death
-            message = json.loads(line)
+                if len(line) > MAX_LINE_BYTES:
+                    run.broken = f"The worker sent a line longer than {MAX_LINE_BYTES} bytes."
+                    _end(child)
+                break  # else cut off mid-write by the child's death
+            try:
+                message = json.loads(line)
+                if not isinstance(message, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as exc:
+                run.broken = f"The worker sent a line that is not a protocol message ({exc})."
+                _end(child)
+                break
             if message.get("type") == "model_call" and run.direct is not None:
                 to_child.write(encode(run.direct.answer(message)))
                 continue
-            run.forward(message, line)
+            try:
+                run.forward(message, line)
+            except _Overflow as exc:
+                run.broken = str(exc)
+                _end(child)
+                break
+
+
+class _Overflow(Exception):
+    pass
+
+
+def _end(child: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.kill(child, signal.SIGKILL)

@@ -34,8 +34,9 @@ LABEL_OWNER = "examhall.owner"
 LABEL_PROBE = "examhall.probe"
 LABEL_SCOPE = "examhall.scope"
 LABEL_SECCOMP = "examhall.seccomp"
-# What the worker's start needs as root, all dropped before the agent runs.
-WORKER_CAPS = ["CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE"]
+# What the worker's start needs as root, all dropped before the agent runs; KILL lets the
+# root supervisor end a sandboxed worker that broke the channel's rules.
+WORKER_CAPS = ["CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE", "KILL"]
 # Added where the engine can grant it: it lets the supervisor and the worker exempt themselves
 # from the OOM killer and pin the agent's processes as its first choice.
 OOM_CAP = "SYS_RESOURCE"

@@ -40,6 +40,7 @@ def test_container_is_hardened(backend: DockerBackend, docker_client: docker.Doc
         "CHOWN",
         "DAC_OVERRIDE",
         "FOWNER",
+        "KILL",
         "SETGID",
         "SETUID",
     }

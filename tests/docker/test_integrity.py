@@ -6,6 +6,8 @@ and its transcript kept."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,9 +20,8 @@ from service.trials import TrialRecord, run_trial
 
 pytestmark = pytest.mark.docker
 
-SUITE = SuiteBundle(
-    "hostile_agent", (Path(__file__).parent.parent / "suites" / "hostile_agent.py").read_text()
-)
+SUITE_PATH = Path(__file__).parent.parent / "suites" / "hostile_agent.py"
+SUITE = SuiteBundle("hostile_agent", SUITE_PATH.read_text())
 SCORED = ("passed", "failed")
 AGENT_SIDE = ("agent_error", "provider_error", "timeout", "limit_exceeded")
 
@@ -129,3 +130,17 @@ def test_a_trial_killed_at_its_deadline_keeps_its_transcript(
     assert record.result.error_kind == "timeout"
     session = record.artifacts["session.jsonl"].decode()
     assert '"tool_call"' in session and "sleep 120" in session
+
+
+def test_run_trial_reports_a_flooding_trial() -> None:
+    """`examhall run-trial` streams a multi-megabyte transcript and still prints its result."""
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "run-trial", "--suite", str(SUITE_PATH),
+         "--case", "transcript-flood", "--model", "faux/attack", "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    output = json.loads(done.stdout)
+    assert output["error_kind"] == "limit_exceeded"
+    assert "used all 50 turns" in output["error_message"]
+    assert len(output["events"]) > 100

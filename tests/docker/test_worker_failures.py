@@ -151,3 +151,46 @@ def test_prompt_that_does_not_match_its_variant_stops_the_trial(
     assert not [e for e in record.events if e.type == "tool_call"]
     ok = trial("evals/smoke.py", "create-greeting", "faux/solution", docs={"a.md": "# A"})
     assert ok.result.outcome == "passed" and ok.result.system_prompt_sha256
+
+
+def test_suite_code_writing_garbage_to_the_channel_ends_the_worker_not_the_supervisor(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    """Suite code shares the worker's descriptors: what it writes there may end the worker,
+    never the supervisor (a container with no result would be an infra_error, retried)."""
+    prelude = (
+        "import os\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, b'not a protocol message\\n')\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    result = trial(_suite(prelude=prelude), "c", "faux/solution").result
+    assert (result.error_kind, result.failed_step) == ("sandbox_error", "load_bundle"), result
+    assert (result.error_message or "").startswith(
+        "The worker sent a line that is not a protocol message"
+    )
+
+
+def test_suite_code_forging_events_past_the_caps_is_stopped_by_the_supervisor(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    """Forged events written straight to the channel bypass the worker's own count; the
+    supervisor counts what it forwards and ends the worker past the caps."""
+    prelude = (
+        "import json, os\n"
+        "line = json.dumps({'type': 'event', 'seq': 0, 'event': {'type': 'lifecycle',"
+        " 'step': 'forged', 'detail': ''}}).encode() + b'\\n'\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        for _ in range(100):\n"
+        "            os.write(fd, line)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    record = trial(_suite(prelude=prelude), "c", "faux/solution", limits=Limits(max_events=40))
+    result = record.result
+    assert (result.error_kind, result.failed_step) == ("sandbox_error", "load_bundle"), result
+    assert (result.error_message or "").startswith("The worker sent more events than")
+    assert sum(getattr(e, "step", "") == "forged" for e in record.events) == 40 + 16
