@@ -15,7 +15,7 @@ import docker
 import pytest
 
 from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle
-from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.docker import DockerBackend, DockerSettings, SandboxLimits
 from service.trials import TrialRecord, run_trial
 
 pytestmark = pytest.mark.docker
@@ -144,3 +144,21 @@ def test_run_trial_reports_a_flooding_trial() -> None:
     assert output["error_kind"] == "limit_exceeded"
     assert "used all 50 turns" in output["error_message"]
     assert len(output["events"]) > 100
+
+
+def test_a_memory_hog_that_lowers_its_oom_score_is_a_scored_failure(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    """Whichever process the OOM killer picks (the hogs, the worker or, where it cannot be
+    exempted, the supervisor), the trial ends scored: never a retried infra_error."""
+    settings = DockerSettings(
+        image=sandbox_image, limits=SandboxLimits(memory_bytes=192 * 1024 * 1024)
+    )
+    backend = DockerBackend(settings, docker_client)
+    spec = RunSpec(
+        trial_id="hog", suite=SUITE, case_id="memory-hog-below-the-harness",
+        model=ModelRef("faux", "attack"),
+    )  # fmt: skip
+    result = run_trial(backend, spec, job_id="tests", deadline_s=120).result
+    assert result.outcome in SCORED or result.error_kind in AGENT_SIDE, result
+    assert "memory" in result.limits_hit or result.error_kind == "limit_exceeded", result

@@ -19,6 +19,13 @@ def parses(run: AgentRun) -> tuple[float, str]:
     return (1.0, "ok") if data == {"answer": 42} else (0.0, f"got {data!r}")
 
 
+# Many mid-sized processes, each first lowering its OOM score to the harness's own, so that
+# the OOM killer might pick the worker or the supervisor instead.
+HOGS = (
+    'for i in $(seq 60); do python3 -c "import time; '
+    "open('/proc/self/oom_score_adj', 'w').write('0'); "
+    'x = bytearray(6 << 20); time.sleep(40)" & done; sleep 30; echo survived'
+)
 CHATTY = "python3 -c \"print('x' * 65536)\""
 
 CASES = [
@@ -106,6 +113,13 @@ CASES = [
                 faux.text("Done."),
             ]
         },
+    ),
+    Case(
+        id="memory-hog-below-the-harness",
+        input="Use memory.",
+        tools=("bash",),
+        judges=[NEVER],
+        scripts={"attack": [faux.bash(HOGS, timeout=90), faux.text("Done.")]},
     ),
     Case(
         id="outlast-the-deadline",
