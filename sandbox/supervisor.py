@@ -192,13 +192,12 @@ class _Supervision:
         self.listing = False
         # Why the child was ended, when it was the supervisor that ended it.
         self.broken: str | None = None
-        # Past the worker's own caps, with room for its notes of the cap it hit.
-        self.max_events = Limits.max_events + CAP_SLACK_EVENTS
-        self.max_event_bytes = Limits.max_event_bytes + CAP_SLACK_BYTES
         self.forwarded = 0
         self.event_bytes = 0
+        self.limit(Limits())
 
     def limit(self, limits: Limits) -> None:
+        """Past the worker's own caps, with room for its notes of the cap it hit."""
         self.max_events = limits.max_events + CAP_SLACK_EVENTS
         self.max_event_bytes = limits.max_event_bytes + CAP_SLACK_BYTES
 
