@@ -9,6 +9,7 @@ import gc
 import os
 import re
 
+from sandbox import faux
 from sandbox.suite import AgentRun, Case, Judge
 
 PATTERN = re.compile(rb"exh-canary-[0-9a-f]{32}")
@@ -49,8 +50,12 @@ def _in_objects() -> set[bytes]:
 
 
 def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read(1 << 22)
+    # Without blocking: /proc/N/fd/0 may be the container's stdin, which never ends.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return os.read(fd, 1 << 22)
+    finally:
+        os.close(fd)
 
 
 def _in_processes() -> set[bytes]:
@@ -116,6 +121,6 @@ CASES = [
         input=f"List the workspace. Found at import: {AT_IMPORT}",
         judges=[Judge(name="search", fn=judge_time)],
         files={"note.txt": "nothing here"},
-        scripts={"solution": []},
+        scripts={"solution": [faux.text("Listed.")]},
     )
 ]
