@@ -1,33 +1,18 @@
-"""Model credentials held in the worker's memory only, and the environment scrub."""
+"""The environment scrub: no credential-looking or examhall-internal variable reaches a tool.
+
+Keys themselves never enter the environment: in direct mode the supervisor holds them in its
+memory (sandbox/supervisor.py)."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 
 # Names that look like they carry a secret, and the service's own variables.
 _SECRET_NAME = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE
 )
 _INTERNAL_PREFIXES = ("EXAMHALL_", "DOCKER_")
-
-
-class Credentials:
-    """Keys for the model client. Never put into the environment or onto disk; `repr`
-    hides the values so a traceback or log line cannot leak them."""
-
-    def __init__(self, values: Mapping[str, str] | None) -> None:
-        self._values = dict(values or {})
-
-    def get(self, name: str) -> str | None:
-        return self._values.get(name)
-
-    def names(self) -> list[str]:
-        return sorted(self._values)
-
-    def __repr__(self) -> str:
-        return f"Credentials(names={self.names()})"
 
 
 def is_secret_name(name: str) -> bool:

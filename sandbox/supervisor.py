@@ -339,7 +339,7 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
                 result, error_message=f"{run.broken} {result.error_message}"
             )
         run.result(result)
-    session = "".join(json.dumps(event) + "\n" for event in run.events)
+    session = "".join(json.dumps(event, separators=(",", ":")) + "\n" for event in run.events)
     channel.artifact("session.jsonl", session.encode())
 
 

@@ -215,7 +215,6 @@ class Worker:
 
     def run_and_judge(self, spec: RunSpec, case: Case, tool_env: dict[str, str]) -> TrialResult:
         state = AgentState()
-        prompt_hash: str | None = None
         limits_hit: list[str] = []
         watch = limits.snapshot()
 
@@ -232,20 +231,21 @@ class Worker:
 
         started = time.monotonic()
         self.channel.send(StepMessage(step="run_agent"))
+        capped: caps.CapExceeded | None = None
         try:
             failure = self.run_agent(spec, case, tool_env, state, note_limits)
-            prompt_hash = failure.prompt_hash
         except caps.CapExceeded as exc:
-            failure = _Ran(("limit_exceeded", exc.message))
-            hit(exc.cap, exc.message)
+            failure, capped = _Ran(None), exc
         finally:
             # Nothing the agent started may keep running while the judges read the workspace.
             kill_strays()
             self.timings["run_agent"] = round(time.monotonic() - started, 6)
-        if self.transcript.tripped is not None:  # also when an external agent's call hit it
-            tripped = self.transcript.tripped
-            failure = _Ran(("limit_exceeded", tripped.message), failure.prompt_hash)
-            hit(tripped.cap, tripped.message)
+        # An external agent's model call that filled the transcript raised inside the
+        # endpoint, where only the agent's HTTP client saw it: the cap decides either way.
+        capped = capped or self.transcript.tripped
+        if capped is not None:
+            failure = dataclasses.replace(failure, error=("limit_exceeded", capped.message))
+            hit(capped.cap, capped.message)
 
         def finish(**fields: Any) -> TrialResult:
             return TrialResult(
@@ -254,7 +254,7 @@ class Worker:
                 model_returned=state.model_returned,
                 tool_calls=state.tool_calls,
                 final_text=state.final_text,
-                system_prompt_sha256=prompt_hash,
+                system_prompt_sha256=failure.prompt_hash,
                 limits_hit=limits_hit,
                 timings=self.timings,
                 **fields,
