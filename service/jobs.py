@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from sandbox.prompt import section_marker
 from sandbox.protocol import CaseInfo, SuiteBundle
 from service import __version__
-from service.api.schemas import Harness, JobRequest, ModelSpec
+from service.domain.job_spec import Harness, JobRequest, JobSpec, ModelSpec, VariantSpec
+from service.domain.status import JobStatus
 from service.providers import ProviderRegistry, default_model
 from service.store.models import Job, Suite, queued_trial
 from service.suites import load_suite, shipped_dir, shipped_suites
@@ -58,9 +58,9 @@ def plan(
 
 @dataclass(frozen=True)
 class Design:
-    """The variants of a job, resolved: each a JSON-ready harness with its model."""
+    """The variants of a job, resolved: each a harness with its model and limits."""
 
-    variants: dict[str, dict[str, Any]]
+    variants: dict[str, VariantSpec]
     baseline: str | None
     # Baseline first, then candidates in the order given.
     arms: tuple[str, ...]
@@ -140,7 +140,7 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
     docs: dict[str, str] | None = None
     if request.docs is not None:
         docs = load_docs(request.docs) if isinstance(request.docs, str) else request.docs.files
-    resolved: dict[str, dict[str, Any]] = {}
+    resolved: dict[str, VariantSpec] = {}
     for name, harness in variants.items():
         model = harness.model or request.model or _box_default()
         if model is None:
@@ -154,14 +154,14 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
                 ("body", "variants", name, "docs"),
                 f"Variant {name} wants docs, but the job has no docs bundle; add docs.",
             )
-        resolved[name] = {
-            "model": model.model_dump(),
-            "tools": harness.tools,
-            "docs": harness.docs,
-            "rules": harness.rules,
-            "command": harness.command,
-            "limits": (harness.limits or request.limits).model_dump(),
-        }
+        resolved[name] = VariantSpec(
+            model=model,
+            tools=harness.tools,
+            docs=harness.docs,
+            rules=harness.rules,
+            command=harness.command,
+            limits=harness.limits or request.limits,
+        )
     arms = ((baseline,) if baseline else ()) + tuple(v for v in variants if v != baseline)
     return Design(resolved, baseline, arms, docs, docs_name, tuple(cases))
 
@@ -229,8 +229,7 @@ def check_models(
         base: tuple[str | int, ...] = (
             ("body", "variants", name, "model") if own else ("body", "model")
         )
-        model = harness["model"]
-        problem = registry.model_problem(model["provider"], model["id"], scripts)
+        problem = registry.model_problem(harness.model.provider, harness.model.id, scripts)
         if problem is not None:
             field, message = problem
             raise JobInputError((*base, field), message)
@@ -260,20 +259,20 @@ def create_job(
     )
     job = Job(
         id=f"job-{uuid.uuid4().hex[:16]}",
-        status="queued",
+        status=JobStatus.QUEUED,
         team_id=team_id,
         suite_sha256=sha,
         suite_name=bundle.name,
-        spec={
-            **request.model_dump(mode="json", exclude={"suite", "docs", "variants"}),
-            "cases": cases,
-            "variants": design.variants,
-            "baseline": design.baseline,
-            "arms": list(design.arms),
-            "docs": design.docs,
-            "docs_name": design.docs_name,
-            "docs_sha256": docs_sha,
-        },
+        spec=JobSpec(
+            **request.model_dump(exclude={"suite", "docs", "variants", "cases", "baseline"}),
+            cases=cases,
+            variants=design.variants,
+            baseline=design.baseline,
+            arms=list(design.arms),
+            docs=design.docs,
+            docs_name=design.docs_name,
+            docs_sha256=docs_sha,
+        ).model_dump(mode="json"),
         rounds=request.rounds,
         seed=request.seed,
         max_infra_retries=request.max_infra_retries,

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sandbox.protocol import Event, Limits, ModelRef, RunSpec, SuiteBundle
 from service import config
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, owner_gone
+from service.domain.job_spec import JobLimits, JobSpec, VariantSpec
 from service.gateway import Budget, TrialGateway
 from service.planes import BEAT_EVERY_S, beat, forget, live_planes
 from service.providers import ProviderRegistry
@@ -393,35 +394,32 @@ class Scheduler:
             assert suite is not None
             bundle = SuiteBundle(name=suite.name, source=suite.source)
             self._suites[job.suite_sha256] = bundle
-        harness = job.spec["variants"][trial.variant]
-        model = harness["model"]
+        job_spec = JobSpec.model_validate(job.spec)
+        harness = job_spec.variant(trial.variant)
         return RunSpec(
             trial_id=trial.id,
             suite=bundle,
             case_id=trial.case_id,
-            model=ModelRef(provider=model["provider"], id=model["id"]),
+            model=ModelRef(provider=harness.model.provider, id=harness.model.id),
             variant=trial.variant,
             round=trial.round,
             seed=job.seed,
-            tools=tuple(harness["tools"]) if harness["tools"] is not None else None,
+            tools=tuple(harness.tools) if harness.tools is not None else None,
             limits=Limits(
-                max_turns=harness["limits"]["max_turns"],
-                agent_timeout_s=float(harness["limits"]["timeout_s"]),
+                max_turns=harness.limits.max_turns, agent_timeout_s=harness.limits.timeout_s
             ),
-            command=tuple(harness["command"]) if harness.get("command") else None,
-            docs=job.spec["docs"] if harness["docs"] else None,
-            rules=harness["rules"],
-            **self._direct(job.spec, model["provider"], model["id"], harness["limits"]),
+            command=tuple(harness.command) if harness.command else None,
+            docs=job_spec.docs if harness.docs else None,
+            rules=harness.rules,
+            **self._direct(job_spec, harness),
         )
 
-    def _direct(
-        self, job_spec: dict[str, Any], provider: str, model_id: str, limits: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _direct(self, job_spec: JobSpec, harness: VariantSpec) -> dict[str, Any]:
         """Direct credentials: the provider's wire settings and key go into the run spec."""
-        entry = self.providers.get(provider)
-        if job_spec.get("credentials") != "direct" or entry is None:
+        entry = self.providers.get(harness.model.provider)
+        if job_spec.credentials != "direct" or entry is None:
             return {}
-        price = entry.prices.get(model_id)
+        price = entry.prices.get(harness.model.id)
         return {
             "provider": {
                 "kind": entry.kind,
@@ -431,11 +429,7 @@ class Scheduler:
                 "price": dataclasses.asdict(price) if price else None,
             },
             "credentials": {"api_key": entry.key() or ""},
-            "budget": {
-                k: v
-                for k, v in limits.items()
-                if k in ("max_tokens", "max_cost_usd", "max_requests") and v is not None
-            },
+            "budget": harness.budget(),
         }
 
     def _run(self, trial_id: str) -> None:
@@ -445,14 +439,14 @@ class Scheduler:
             job = session.get(Job, trial.job_id)
             assert job is not None
             spec = self._spec(session, trial, job)
-            limits = job.spec["variants"][trial.variant]["limits"]
+            limits = JobSpec.model_validate(job.spec).variant(trial.variant).limits
         sink = EventSink(self.sessions, trial_id)
         gateway = self._gateway(spec, limits, sink)
         record = run_trial(
             self.backend,
             spec,
             job_id=job.id,
-            deadline_s=float(limits["timeout_s"]),
+            deadline_s=limits.timeout_s,
             on_event=sink,
             on_model_call=gateway,
         )
@@ -465,14 +459,16 @@ class Scheduler:
             return
         self._store(trial_id, record)
 
-    def _gateway(
-        self, spec: RunSpec, limits: dict[str, Any], sink: EventSink
-    ) -> TrialGateway | None:
+    def _gateway(self, spec: RunSpec, limits: JobLimits, sink: EventSink) -> TrialGateway | None:
         entry = self.providers.get(spec.model.provider)
         if entry is None or spec.provider is not None:
             return None  # faux and simulated answer inside the sandbox; direct calls out
         return TrialGateway(
-            entry, spec.model.id, budget=Budget.from_limits(limits), http=self.http, on_event=sink
+            entry,
+            spec.model.id,
+            budget=Budget.from_limits(limits.model_dump()),
+            http=self.http,
+            on_event=sink,
         )
 
     def _store(self, trial_id: str, record: TrialRecord) -> None:

@@ -25,7 +25,7 @@ from service.api.auth import UNAUTHORIZED, Admin, Caller, principal, resolve
 from service.api.body_limit import BodyLimit
 from service.api.context import Context, Ctx
 from service.api.report_schema import Report
-from service.api.schemas import ErrorBody, EventView, JobCreated, JobRequest, JobView, TrialView
+from service.api.schemas import ErrorBody, EventView, JobCreated, JobView, TrialView
 from service.api.settings import FrontSettings
 from service.api.stream import JobWatch, job_events
 from service.api.views import (
@@ -39,6 +39,7 @@ from service.api.views import (
 )
 from service.artifact_names import artifact_name_problem, content_disposition
 from service.backends.docker import DockerBackend, DockerSettings
+from service.domain.job_spec import JobRequest
 from service.jobs import (
     JobInputError,
     check_models,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
-from service.api.schemas import JobRequest, ModelSpec
+from service.domain.job_spec import JobRequest, ModelSpec
 from service.jobs import create_job, resolve_design
 from service.store.db import make_engine, session_factory
 from service.store.models import Plane, Team, Trial

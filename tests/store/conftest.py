@@ -20,8 +20,8 @@ from psycopg import sql
 from sqlalchemy import URL, Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.api.schemas import JobRequest
 from service.backends.docker import DockerBackend, DockerSettings
+from service.domain.job_spec import JobRequest
 from service.jobs import create_job, resolve_design
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory

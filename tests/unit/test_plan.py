@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.api.schemas import JobRequest
+from service.domain.job_spec import JobRequest
 from service.jobs import JobInputError, plan, resolve_design
 
 
@@ -58,7 +58,7 @@ def test_docs_lift_preset_expands_to_two_arms() -> None:
     )
     assert design.arms == ("without_docs", "with_docs")
     assert design.baseline == "without_docs"
-    assert [design.variants[a]["docs"] for a in design.arms] == [False, True]
+    assert [design.variants[a].docs for a in design.arms] == [False, True]
     assert design.docs == {"guide.md": "# Guide"}
 
 
