@@ -2,7 +2,7 @@
 
     python3 bench/trial_overhead.py [--trials 40] [--versus-image IMAGE]
 
-Side A is `service.trials.run_trial` on the smoke suite's `create-greeting` case with the
+Side A is `service.launch.trial.run_trial` on the smoke suite's `create-greeting` case with the
 simulated model at p=1 (one tool call, one judge). Side B, the floor, is
 `docker run --rm --entrypoint true IMAGE` on the same sandbox image: the image's entrypoint
 is the worker, which would wait for a request, so the floor names `true` as the entrypoint.
@@ -24,23 +24,26 @@ from typing import Any
 from _common import interleave, median, sandbox_image, table, write_json
 
 from sandbox.protocol import ModelRef, ResultMessage, RunSpec, StepMessage, WorkerMessage
-from service.backends.docker import ContainerRun, DockerBackend, DockerSettings
+from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.protocol import LaunchSpec
+from service.launch.conversation import SandboxRun
+from service.launch.launcher import Launcher
+from service.launch.trial import run_trial
 from service.suites import load_suite
-from service.trials import run_trial
 
 TARGET_RATIO = 1.3
 PHASES = ("create", "start", "worker_ready", "agent", "judge", "exit", "teardown", "other")
 
 
-class TimedBackend(DockerBackend):
-    """The real backend, noting when each worker message reaches the control plane, so
+class TimedLauncher(Launcher):
+    """The real launch path, noting when each worker message reaches the control plane, so
     the phases inside the container can be told apart from outside it."""
 
     def __init__(self, settings: DockerSettings) -> None:
-        super().__init__(settings)
+        super().__init__(DockerBackend(settings))
         self.marks: dict[str, float] = {}
 
-    def run(self, **kwargs: Any) -> ContainerRun:
+    def run(self, launch: LaunchSpec, request: bytes, **kwargs: Any) -> SandboxRun:
         forward: Callable[[WorkerMessage], None] = kwargs["on_message"]
         marks: dict[str, float] = {}
 
@@ -52,15 +55,15 @@ class TimedBackend(DockerBackend):
             forward(message)
 
         kwargs["on_message"] = on_message
-        run = super().run(**kwargs)
+        run = super().run(launch, request, **kwargs)
         marks["converse_end"] = run.ended_at - run.timings.get("teardown", 0.0)
         marks["started"] = run.started_at
         self.marks = marks
         return run
 
 
-def phases(backend: TimedBackend, run: ContainerRun, wall: float) -> dict[str, float]:
-    m = backend.marks
+def phases(launcher: TimedLauncher, run: SandboxRun, wall: float) -> dict[str, float]:
+    m = launcher.marks
     out = {
         "create": run.timings["create"],
         "start": run.timings["start"],
@@ -84,12 +87,12 @@ def main() -> int:
     args = parser.parse_args()
 
     image = sandbox_image()
-    backend = TimedBackend(DockerSettings(image=image))
-    other = TimedBackend(DockerSettings(image=args.versus_image or image))
+    launcher = TimedLauncher(DockerSettings(image=image))
+    other = TimedLauncher(DockerSettings(image=args.versus_image or image))
     suite = load_suite("smoke")
     breakdowns: list[dict[str, float]] = []
 
-    def trial(backend: TimedBackend = backend, keep: bool = True) -> float:
+    def trial(launcher: TimedLauncher = launcher, keep: bool = True) -> float:
         spec = RunSpec(
             trial_id=f"bench-{uuid.uuid4().hex[:12]}",
             suite=suite,
@@ -97,13 +100,13 @@ def main() -> int:
             model=ModelRef("simulated", "coin?p=1"),
         )
         started = time.perf_counter()
-        record = run_trial(backend, spec, job_id="bench", deadline_s=60)
+        record = run_trial(launcher, spec, job_id="bench", deadline_s=60)
         wall = time.perf_counter() - started
         if record.result.outcome != "passed":
             raise SystemExit(f"the trivial trial did not pass: {record.result}")
-        assert record.container is not None
+        assert record.sandbox is not None
         if keep:
-            breakdowns.append(phases(backend, record.container, wall))
+            breakdowns.append(phases(launcher, record.sandbox, wall))
         return wall
 
     def floor() -> float:

@@ -23,9 +23,9 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.agent_images import download_wheels, python_version
-from service.debian_base import ImageBuildError, Progress, pull_if_missing
-from service.images import (
+from service.backends.docker.agent_images import download_wheels, python_version
+from service.backends.docker.debian_base import ImageBuildError, Progress, pull_if_missing
+from service.backends.docker.images import (
     BASE_ENV,
     BASE_LABEL,
     DEFAULT_BASE,

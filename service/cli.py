@@ -18,21 +18,27 @@ import docker
 import docker.errors
 import httpx
 
-from sandbox.protocol import Limits, ModelRef, RunSpec
-from service import config, images, listen
+from sandbox.protocol import Limits, ModelRef
+from sandbox.providers.client import Budget
+from service import config, listen
 from service.admin import add_admin_commands
-from service.agent_images import AGENTS, ensure_agent_image
 from service.api.settings import FrontSettings
-from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.docker import DockerBackend, DockerSettings, images
+from service.backends.docker import create as docker_backend
+from service.backends.docker.agent_images import AGENTS, ensure_agent_image
+from service.backends.protocol import FoundSandbox
 from service.box import add_box_commands
 from service.client import ApiError, Client
-from service.gateway import Budget, TrialGateway
+from service.domain.job_spec import JobLimits, ModelSpec, VariantSpec
+from service.launch.launcher import Launcher
+from service.launch.trial import TrialRecord, launch_trial
+from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.remote import add_remote_commands
 from service.report.commands import add_commands as add_report_commands
+from service.scheduler.run_spec import run_spec
 from service.store.db import database_url
 from service.suites import SuiteError, list_cases, load_suite
-from service.trials import TrialRecord, run_trial
 
 
 def _progress(line: str) -> None:
@@ -50,10 +56,9 @@ def _client() -> docker.DockerClient:
         ) from None
 
 
-def _backend(client: docker.DockerClient, quiet: bool = False) -> DockerBackend:
+def _launcher(client: docker.DockerClient, quiet: bool = False) -> Launcher:
     progress = (lambda _line: None) if quiet else _progress
-    image = images.ensure_sandbox_image(client, progress=progress)
-    return DockerBackend(DockerSettings(image=image), client)
+    return Launcher(docker_backend(progress, client))
 
 
 def _positive(kind: type[float] | type[int]) -> Any:
@@ -90,7 +95,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
     client = _client()
     try:
         cases = list_cases(
-            _backend(client, quiet=True), load_suite(args.suite), deadline_s=_list_deadline()
+            _launcher(client, quiet=True), load_suite(args.suite), deadline_s=_list_deadline()
         )
     except SuiteError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
@@ -130,7 +135,7 @@ def canary_leaks(record: TrialRecord, canary: str) -> list[str]:
     places += [f"artifact {n}" for n, data in record.artifacts.items() if canary.encode() in data]
     if canary in json.dumps(dataclasses.asdict(record.result)):
         places.append("result")
-    if record.container is not None and canary in record.container.stderr_tail:
+    if record.sandbox is not None and canary in record.sandbox.stderr_tail:
         places.append("worker log")
     return places
 
@@ -152,9 +157,9 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
     except (SuiteError, ValueError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    backend = _backend(_client(), quiet=args.json)
+    launcher = _launcher(_client(), quiet=args.json)
     try:
-        cases = list_cases(backend, bundle, deadline_s=_list_deadline())
+        cases = list_cases(launcher, bundle, deadline_s=_list_deadline())
         infos = {info.id: info for info in cases}
     except SuiteError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
@@ -168,29 +173,39 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
     if (problem := providers.model_problem(model.provider, model.id, scripts)) is not None:
         print(f"examhall: {problem[1]}", file=sys.stderr)
         return 2
-    spec = RunSpec(
+    # The same harness a job's variant would be, launched the way the scheduler launches it.
+    try:
+        harness = VariantSpec(
+            model=ModelSpec(provider=model.provider, id=model.id),
+            tools=args.tools.split(",") if args.tools else None,
+            limits=JobLimits(timeout_s=args.timeout, max_turns=args.max_turns),
+        )
+    except ValueError as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    spec = run_spec(
         trial_id=f"trial-{uuid.uuid4().hex[:12]}",
         suite=bundle,
         case_id=args.case,
-        model=model,
-        seed=args.seed,
-        round=args.round,
         variant=args.variant,
-        tools=tuple(args.tools.split(",")) if args.tools else None,
-        limits=Limits(max_turns=args.max_turns),
-        credentials={CANARY_NAME: canary}
-        if (canary := new_canary() if args.canary else None)
-        else None,
+        harness=harness,
+        round_=args.round,
+        seed=args.seed,
+        providers=providers,
     )
-    gateway = None
-    entry = providers.get(model.provider)
-    if entry is not None:
-        http = httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0))
-        gateway = TrialGateway(entry, model.id, budget=Budget(), http=http)
-    record = run_trial(backend, spec, job_id="cli", deadline_s=args.timeout, on_model_call=gateway)
-    if gateway is not None:
-        gateway.http.close()
-        record.cost_usd = gateway.spent.cost_usd
+    canary = new_canary() if args.canary else None
+    if canary is not None:
+        spec = dataclasses.replace(spec, credentials={CANARY_NAME: canary})
+    with httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0)) as http:
+        record = launch_trial(
+            launcher,
+            spec,
+            job_id="cli",
+            deadline_s=args.timeout,
+            budget=Budget(),
+            providers=providers,
+            http=http,
+        )
     output = record_json(record)
     if canary is not None:
         output["canary_leaked"] = canary_leaks(record, canary)
@@ -283,8 +298,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_reap(args: argparse.Namespace) -> int:
     client = _client()
-    backend = DockerBackend(DockerSettings(image="unused"), client)
-    removed = backend.reap() if args.all else backend.reap_orphans()
+    launcher = Launcher(DockerBackend(DockerSettings(image="unused"), client))
+
+    def doomed(found: FoundSandbox) -> bool:
+        return bool(args.all) or owner_gone(found.owner)
+
+    removed = launcher.reap(doomed)
     print(f"Removed {len(removed)} examhall container(s).")
     return 0
 

@@ -14,7 +14,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from sandbox.protocol import CaseInfo, SuiteBundle
-from service.backends.docker import DockerBackend
 from service.scheduler import Scheduler
 from service.suites import cached_cases, list_cases
 
@@ -26,8 +25,8 @@ class ListingBusy(Exception):
 
 
 class Lister:
-    def __init__(self, backend: DockerBackend, scheduler: Scheduler, timeout_s: float) -> None:
-        self.backend = backend
+    def __init__(self, scheduler: Scheduler, timeout_s: float) -> None:
+        self.launcher = scheduler.launcher
         self.scheduler = scheduler
         self.timeout_s = timeout_s
         # Never more listings than the box has slots, so the pool never queues.
@@ -37,12 +36,12 @@ class Lister:
         """The suite's cases: from the cache, or from a listing container. Raises SuiteError
         for a suite that cannot be listed and ListingBusy when no slot came free."""
         loop = asyncio.get_running_loop()
-        cached = await loop.run_in_executor(None, cached_cases, self.backend, bundle)
+        cached = await loop.run_in_executor(None, cached_cases, self.launcher.backend.image, bundle)
         if cached is not None:
             return cached
         await self._reserve(team_id)
         try:
-            future = self._pool.submit(list_cases, self.backend, bundle, deadline_s=self.timeout_s)
+            future = self._pool.submit(list_cases, self.launcher, bundle, deadline_s=self.timeout_s)
             return await asyncio.wrap_future(future)
         finally:
             self.scheduler.release_listing(team_id)

@@ -22,7 +22,9 @@ from sandbox.protocol import (
     WorkerMessage,
     encode,
 )
-from service.backends.docker import ContainerRun, DockerBackend
+from service.backends.protocol import LaunchSpec
+from service.launch.conversation import SandboxRun
+from service.launch.launcher import Launcher
 
 MAX_SUITE_BYTES = 1024 * 1024
 # For callers that give none; the CLI and the control plane use EXAMHALL_LIST_TIMEOUT_S.
@@ -73,15 +75,15 @@ def cache_dir() -> Path:
     return Path(base) / "cases"
 
 
-def _cache_file(backend: DockerBackend, bundle: SuiteBundle) -> Path:
+def _cache_file(image: str, bundle: SuiteBundle) -> Path:
     # Keyed by suite and image: a new worker may discover cases differently.
-    key = hashlib.sha256(f"{suite_sha256(bundle)}\n{backend.settings.image}".encode()).hexdigest()
+    key = hashlib.sha256(f"{suite_sha256(bundle)}\n{image}".encode()).hexdigest()
     return cache_dir() / f"{key}.json"
 
 
-def cached_cases(backend: DockerBackend, bundle: SuiteBundle) -> list[CaseInfo] | None:
-    """The suite's cases when a listing of it was kept, without starting a container."""
-    cached = _cache_file(backend, bundle)
+def cached_cases(image: str, bundle: SuiteBundle) -> list[CaseInfo] | None:
+    """The suite's cases when a listing of it on `image` was kept, without a sandbox."""
+    cached = _cache_file(image, bundle)
     if not cached.is_file():
         return None
     return [CaseInfo(**item) for item in json.loads(cached.read_text())]
@@ -109,7 +111,7 @@ def case_id_problem(case_id: object) -> str | None:
     return None
 
 
-def _failure(run: ContainerRun, deadline_s: float) -> str:
+def _failure(run: SandboxRun, deadline_s: float) -> str:
     """Why a listing container gave no answer, in words an author of the suite can act on."""
     tail = run.stderr_tail.strip()[-1000:]
     if run.timed_out:
@@ -128,9 +130,11 @@ def _failure(run: ContainerRun, deadline_s: float) -> str:
 
 
 def list_cases(
-    backend: DockerBackend, bundle: SuiteBundle, *, deadline_s: float = LIST_DEADLINE_S
+    launcher: Launcher, bundle: SuiteBundle, *, deadline_s: float = LIST_DEADLINE_S
 ) -> list[CaseInfo]:
-    cases = cached_cases(backend, bundle)
+    """The suite's cases, from the cache or from a short sandboxed import of it."""
+    image = launcher.backend.image
+    cases = cached_cases(image, bundle)
     if cases is not None:
         return cases
     answers: list[CasesMessage] = []
@@ -139,10 +143,9 @@ def list_cases(
         if isinstance(message, CasesMessage):
             answers.append(message)
 
-    run = backend.run(
-        trial_id=f"{LIST_PREFIX}{uuid.uuid4().hex[:12]}",
-        job_id="list-cases",
-        request=encode(ListCasesRequest(suite=bundle)),
+    run = launcher.run(
+        LaunchSpec(trial_id=f"{LIST_PREFIX}{uuid.uuid4().hex[:12]}", job_id="list-cases"),
+        encode(ListCasesRequest(suite=bundle)),
         deadline_s=deadline_s,
         on_message=on_message,
     )
@@ -156,7 +159,7 @@ def list_cases(
     for case in cases:
         if problem := case_id_problem(case.id):
             raise SuiteError(f"Suite {bundle.name}: {problem}")
-    cached = _cache_file(backend, bundle)
+    cached = _cache_file(image, bundle)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(

@@ -15,9 +15,10 @@ import pytest
 
 from sandbox.protocol import ModelRef, RunSpec, SuiteBundle
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
-from service.images import ensure_sandbox_image
+from service.backends.docker.images import ensure_sandbox_image
+from service.launch.launcher import Launcher
+from service.launch.trial import TrialRecord, run_trial
 from service.suites import load_suite
-from service.trials import TrialRecord, run_trial
 
 
 def _to_stderr(line: str) -> None:
@@ -85,7 +86,7 @@ def trial(backend: DockerBackend) -> Callable[..., TrialRecord]:
     ) -> TrialRecord:
         bundle = suite if isinstance(suite, SuiteBundle) else load_suite(suite)
         return run_trial(
-            backend,
+            Launcher(backend),
             RunSpec(
                 trial_id=f"test-{uuid.uuid4().hex[:12]}",
                 suite=bundle,

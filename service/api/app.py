@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-import docker
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -19,7 +18,7 @@ from pydantic import BaseModel
 from sqlalchemy import select, text
 from starlette.concurrency import run_in_threadpool
 
-from service import __version__, config, images
+from service import __version__, config
 from service.api import allow, metrics
 from service.api.auth import UNAUTHORIZED, Admin, Caller, principal, resolve
 from service.api.body_limit import BodyLimit
@@ -38,7 +37,8 @@ from service.api.views import (
     visible_jobs,
 )
 from service.artifact_names import artifact_name_problem, content_disposition
-from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.protocol import SandboxBackend
+from service.backends.registry import create_backend
 from service.domain.job_spec import JobRequest
 from service.jobs import (
     JobInputError,
@@ -70,18 +70,11 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _image_digest(client: docker.DockerClient, ref: str) -> str | None:
-    try:
-        return str(client.images.get(ref).id)
-    except docker.errors.DockerException:
-        return None
-
-
 def create_app(
     database_url: str | None = None,
     *,
     max_containers: int | None = None,
-    make_backend: Callable[[str], DockerBackend] | None = None,
+    make_backend: Callable[[], SandboxBackend] | None = None,
     admin_token: str | None = None,
     settings: FrontSettings | None = None,
 ) -> FastAPI:
@@ -101,21 +94,17 @@ def create_app(
         providers = ProviderRegistry.load()
         engine = make_engine(database_url)
         migrate(engine)
-        client = docker.from_env()
-        image = images.ensure_sandbox_image(client, progress=_progress)
-        backend = (
-            make_backend(image) if make_backend else DockerBackend(DockerSettings(image), client)
-        )
+        backend = make_backend() if make_backend else create_backend("docker", _progress)
         sessions = session_factory(engine)
         scheduler = Scheduler(sessions, backend, providers, max_containers=max_containers)
         scheduler.start()
-        lister = Lister(backend, scheduler, front.list_timeout_s)
+        lister = Lister(scheduler, front.list_timeout_s)
         app.state.ctx = Context(
             sessions,
             backend,
             scheduler,
-            image,
-            _image_digest(client, image),
+            backend.image,
+            backend.image_digest,
             providers,
             admin_token,
             front,
@@ -411,8 +400,4 @@ def _check_database(c: Context) -> str:
 
 
 def _check_docker(c: Context) -> str:
-    try:
-        c.backend.client.ping()
-    except Exception as exc:
-        return f"unreachable: {type(exc).__name__}"
-    return "ok"
+    return c.backend.health()

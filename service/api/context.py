@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.api.settings import FrontSettings
-from service.backends.docker import DockerBackend
+from service.backends.protocol import SandboxBackend
 from service.listing import Lister
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
@@ -18,7 +18,7 @@ from service.scheduler import Scheduler
 @dataclass
 class Context:
     sessions: sessionmaker[Session]
-    backend: DockerBackend
+    backend: SandboxBackend
     scheduler: Scheduler
     image: str
     image_digest: str | None

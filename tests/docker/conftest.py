@@ -23,7 +23,7 @@ from sqlalchemy import select
 from evals import probes
 from service.api.app import create_app
 from service.api.settings import FrontSettings
-from service.backends.docker import DockerBackend
+from service.backends.protocol import SandboxBackend
 from service.store.db import make_engine, session_factory
 from service.store.models import Team
 from service.teams import create_team, create_token
@@ -113,7 +113,7 @@ def serve(
     database_url: str,
     *,
     max_containers: int = 2,
-    make_backend: Callable[[str], DockerBackend] | None = None,
+    make_backend: Callable[[], SandboxBackend] | None = None,
     settings: FrontSettings | None = None,
 ) -> Server:
     """A control plane on a loopback port, in a thread of this process, with an admin token."""

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from service.api.report_schema import Report
 from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.protocol import LaunchSpec
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker
@@ -169,18 +170,18 @@ class _NoImageForTrials(DockerBackend):
     """Case listing works; every trial container names an image the engine lacks, so the
     real daemon refuses to create it: an infrastructure fault, as a missing image would be."""
 
-    def container_config(self, trial_id: str, job_id: str) -> dict[str, Any]:
-        config = super().container_config(trial_id, job_id)
-        if trial_id.startswith("trial-"):
+    def container_config(self, launch: LaunchSpec) -> dict[str, Any]:
+        config = super().container_config(launch)
+        if launch.trial_id.startswith("trial-"):
             config["image"] = "examhall/no-such-image:0"
         return config
 
 
 def test_infra_errors_are_retried_kept_and_excluded(
-    start_server: Callable[..., Server], docker_client: Any
+    start_server: Callable[..., Server], docker_client: Any, sandbox_image: str
 ) -> None:
     server = start_server(
-        make_backend=lambda image: _NoImageForTrials(DockerSettings(image=image), docker_client)
+        make_backend=lambda: _NoImageForTrials(DockerSettings(image=sandbox_image), docker_client)
     )
     created = server.submit(**GOOD, cases=["create-greeting", "fix-config"], max_infra_retries=2)
     job = server.wait(created["id"])

@@ -16,18 +16,23 @@ import pytest
 from sqlalchemy import select
 
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
-from service.backends.seccomp import profile_json
-from service.planes import beat
+from service.backends.docker.seccomp import profile_json
+from service.backends.protocol import LaunchSpec
+from service.launch.launcher import Launcher
+from service.owners import owner_gone
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Trial
+from service.store.planes import beat
 from tests.store.conftest import submit
 
 pytestmark = pytest.mark.docker
 
 
 def test_container_is_hardened(backend: DockerBackend, docker_client: docker.DockerClient) -> None:
-    container = docker_client.containers.create(**backend.container_config("inspect-me", "job"))
+    container = docker_client.containers.create(
+        **backend.container_config(LaunchSpec("inspect-me", "job"))
+    )
     try:
         host = docker_client.api.inspect_container(container.id)["HostConfig"]
     finally:
@@ -67,7 +72,7 @@ def stranger(backend: DockerBackend, docker_client: docker.DockerClient) -> Iter
     trial, with the same labels a trial gets but not this test run's scope."""
     other = DockerBackend(DockerSettings(image=backend.settings.image), docker_client)
     container = docker_client.containers.create(
-        **other.container_config("someone-elses-trial", "their-job")
+        **other.container_config(LaunchSpec("someone-elses-trial", "their-job"))
     )
     yield container
     with contextlib.suppress(docker.errors.NotFound):
@@ -77,10 +82,14 @@ def stranger(backend: DockerBackend, docker_client: docker.DockerClient) -> Iter
 def test_reaper_removes_only_containers_no_trial_owns(
     backend: DockerBackend, docker_client: docker.DockerClient, stranger: Any
 ) -> None:
-    orphan = docker_client.containers.create(**backend.container_config("orphan", "job"))
-    kept = docker_client.containers.create(**backend.container_config("still-running", "job"))
+    orphan = docker_client.containers.create(
+        **backend.container_config(LaunchSpec("orphan", "job"))
+    )
+    kept = docker_client.containers.create(
+        **backend.container_config(LaunchSpec("still-running", "job"))
+    )
     try:
-        removed = backend.reap(keep=lambda trial: trial == "still-running")
+        removed = Launcher(backend).reap(lambda found: found.trial_id != "still-running")
         assert removed == ["orphan"]
         with pytest.raises(docker.errors.NotFound):
             docker_client.containers.get(orphan.id)
@@ -101,17 +110,19 @@ def test_reap_orphans_spares_live_owners(
     dead = subprocess.Popen(["true"])
     dead.wait()
     gone_owner = f"{socket.gethostname()}:{dead.pid}:gone"
-    orphan_config = backend.container_config("orphan-of-dead", "job")
+    orphan_config = backend.container_config(LaunchSpec("orphan-of-dead", "job"))
     orphan_config["labels"][LABEL_OWNER] = gone_owner
     orphan = docker_client.containers.create(**orphan_config)
-    live = docker_client.containers.create(**backend.container_config("live-owner", "job"))
+    live = docker_client.containers.create(
+        **backend.container_config(LaunchSpec("live-owner", "job"))
+    )
     # Someone else's orphan is theirs to reap, not this test run's.
     other = DockerBackend(DockerSettings(image=backend.settings.image), docker_client)
-    their_config = other.container_config("their-orphan", "job")
+    their_config = other.container_config(LaunchSpec("their-orphan", "job"))
     their_config["labels"][LABEL_OWNER] = gone_owner
     theirs = docker_client.containers.create(**their_config)
     try:
-        assert backend.reap_orphans() == ["orphan-of-dead"]
+        assert Launcher(backend).reap(lambda found: owner_gone(found.owner)) == ["orphan-of-dead"]
         assert docker_client.containers.get(live.id).labels[LABEL_TRIAL] == "live-owner"
         assert docker_client.containers.get(theirs.id).labels[LABEL_TRIAL] == "their-orphan"
         assert docker_client.containers.get(stranger.id).status == "created"
@@ -135,7 +146,7 @@ def test_recovery_takes_over_a_gone_planes_containers_and_spares_a_live_ones(
         trials = session.scalars(select(Trial).where(Trial.job_id == job.id)).all()
         for trial, owner in zip(trials, (live, gone), strict=True):
             trial.status, trial.owner = "running", owner
-            config = backend.container_config(trial.id, job.id)
+            config = backend.container_config(LaunchSpec(trial.id, job.id))
             config["labels"][LABEL_OWNER] = owner
             containers.append(docker_client.containers.create(**config))
     scheduler = Scheduler(sessions, backend)

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from service.api.report_schema import Report
-from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.docker import DockerBackend, DockerSandbox, DockerSettings
+from service.backends.protocol import LaunchSpec
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker
@@ -91,29 +92,31 @@ def test_docs_lift_job_shows_the_lift(start_server: Callable[..., Server]) -> No
 
 
 class _FailOneArm(DockerBackend):
-    """The real daemon refuses one (case, variant)'s containers: an infrastructure fault."""
+    """The engine kills one (case, variant)'s containers as their run request arrives, before
+    the worker could answer: an infrastructure fault."""
 
     target = ("write-ledger", "with_docs", 1)
 
-    def run(self, *, trial_id: str, request: bytes, **kwargs: Any) -> Any:
-        spec = json.loads(request).get("spec", {})
-        self._bad = getattr(self, "_bad", set())
-        if (spec.get("case_id"), spec.get("variant"), spec.get("round")) == self.target:
-            self._bad.add(trial_id)
-        return super().run(trial_id=trial_id, request=request, **kwargs)
+    def start(self, launch: LaunchSpec) -> DockerSandbox:
+        sandbox = super().start(launch)
+        send = sandbox.channel.send
 
-    def container_config(self, trial_id: str, job_id: str) -> dict[str, Any]:
-        config = super().container_config(trial_id, job_id)
-        if trial_id in getattr(self, "_bad", set()):
-            config["image"] = "examhall/no-such-image:0"
-        return config
+        def send_or_die(data: bytes) -> None:
+            spec = json.loads(data).get("spec") or {}
+            if (spec.get("case_id"), spec.get("variant"), spec.get("round")) == self.target:
+                sandbox.kill()
+                sandbox.wait(30)
+            send(data)
+
+        sandbox.channel.send = send_or_die  # type: ignore[method-assign]
+        return sandbox
 
 
 def test_infra_error_past_retries_blocks_the_pair_and_withholds_the_headline(
-    start_server: Callable[..., Server], docker_client: Any
+    start_server: Callable[..., Server], docker_client: Any, sandbox_image: str
 ) -> None:
     server = start_server(
-        make_backend=lambda image: _FailOneArm(DockerSettings(image=image), docker_client)
+        make_backend=lambda: _FailOneArm(DockerSettings(image=sandbox_image), docker_client)
     )
     created = server.submit(**{**DOCS_LIFT, "rounds": 1, "max_infra_retries": 1})
     server.wait(created["id"])

@@ -10,12 +10,13 @@ import httpx
 import pytest
 
 from sandbox.protocol import ModelRef, RunSpec
-from service.agent_images import AGENTS, ensure_agent_image
 from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.docker.agent_images import AGENTS, ensure_agent_image
 from service.gateway import Budget, TrialGateway
+from service.launch.launcher import Launcher
+from service.launch.trial import run_trial
 from service.providers import ProviderEntry
 from service.suites import load_suite
-from service.trials import run_trial
 from tests.provider_server import Answer, Received, openai_answer, provider_server
 
 pytestmark = pytest.mark.docker
@@ -44,7 +45,7 @@ def test_llm_cli_solves_a_smoke_case_through_the_relay(
         gateway = TrialGateway(entry, "gpt-test", budget=Budget(), http=http)
         backend = DockerBackend(DockerSettings(image=llm_image), docker_client)
         record = run_trial(
-            backend,
+            Launcher(backend),
             RunSpec(
                 trial_id=f"llm-{uuid.uuid4().hex[:8]}",
                 suite=load_suite("smoke"),

@@ -8,7 +8,7 @@ import docker
 import docker.errors
 import pytest
 
-from service.trials import TrialRecord
+from service.launch.trial import TrialRecord
 
 pytestmark = pytest.mark.docker
 
@@ -16,9 +16,9 @@ FAULTS = "tests/suites/faults.py"
 
 
 def _assert_container_gone(client: docker.DockerClient, record: TrialRecord) -> None:
-    assert record.container is not None and record.container.container_id
+    assert record.sandbox is not None and record.sandbox.sandbox_id
     with pytest.raises(docker.errors.NotFound):
-        client.containers.get(record.container.container_id)
+        client.containers.get(record.sandbox.sandbox_id)
 
 
 def test_agent_past_the_deadline_ends_as_timeout(
@@ -28,7 +28,7 @@ def test_agent_past_the_deadline_ends_as_timeout(
     assert record.result.error_kind == "timeout"
     assert record.result.outcome == "error"
     assert "4 s deadline" in (record.result.error_message or "")
-    assert record.container is not None and record.container.timed_out
+    assert record.sandbox is not None and record.sandbox.timed_out
     assert record.wall_s < 4 + 5, "the deadline kill took too long"
     # What streamed before the kill is kept: the agent's sleeping tool call.
     assert any(e.type == "tool_call" for e in record.events)

@@ -9,7 +9,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from service.images import (
+from service.backends.docker.images import (
     BASE_LABEL,
     HASH_LABEL,
     SANDBOX_REPO,

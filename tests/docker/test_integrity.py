@@ -15,8 +15,10 @@ import docker
 import pytest
 
 from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle
-from service.backends.docker import DockerBackend, DockerSettings, SandboxLimits
-from service.trials import TrialRecord, run_trial
+from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.protocol import Resources
+from service.launch.launcher import Launcher
+from service.launch.trial import TrialRecord, run_trial
 
 pytestmark = pytest.mark.docker
 
@@ -118,7 +120,7 @@ def test_a_quiet_tool_call_longer_than_the_clients_read_timeout_is_not_an_infra_
     spec = RunSpec(
         trial_id="quiet", suite=SUITE, case_id="quiet-for-long", model=ModelRef("faux", "attack")
     )
-    result = run_trial(backend, spec, job_id="tests", deadline_s=60).result
+    result = run_trial(Launcher(backend), spec, job_id="tests", deadline_s=60).result
     assert result.outcome == "failed", result
     assert result.judges[0].detail.startswith("answer.txt differs")
 
@@ -152,13 +154,13 @@ def test_a_memory_hog_that_lowers_its_oom_score_is_a_scored_failure(
     """Whichever process the OOM killer picks (the hogs, the worker or, where it cannot be
     exempted, the supervisor), the trial ends scored: never a retried infra_error."""
     settings = DockerSettings(
-        image=sandbox_image, limits=SandboxLimits(memory_bytes=192 * 1024 * 1024)
+        image=sandbox_image, resources=Resources(memory_bytes=192 * 1024 * 1024)
     )
     backend = DockerBackend(settings, docker_client)
     spec = RunSpec(
         trial_id="hog", suite=SUITE, case_id="memory-hog-below-the-harness",
         model=ModelRef("faux", "attack"),
     )  # fmt: skip
-    result = run_trial(backend, spec, job_id="tests", deadline_s=120).result
+    result = run_trial(Launcher(backend), spec, job_id="tests", deadline_s=120).result
     assert result.outcome in SCORED or result.error_kind in AGENT_SIDE, result
     assert "memory" in result.limits_hit or result.error_kind == "limit_exceeded", result

@@ -11,8 +11,8 @@ import pytest
 
 from evals import probes
 from sandbox.protocol import SuiteBundle
+from service.launch.trial import TrialRecord
 from service.suites import load_suite
-from service.trials import TrialRecord
 
 pytestmark = pytest.mark.docker
 
@@ -70,7 +70,7 @@ def test_probe_attack_fails(trial: Callable[..., TrialRecord], probe: str) -> No
     everything += json.dumps(dataclasses.asdict(record.result))
     assert canary not in everything
     assert all(canary.encode() not in data for data in record.artifacts.values())
-    assert record.container is not None and canary not in record.container.stderr_tail
+    assert record.sandbox is not None and canary not in record.sandbox.stderr_tail
 
 
 def test_status_shows_no_new_privs_and_no_capabilities(trial: Callable[..., TrialRecord]) -> None:

@@ -176,12 +176,12 @@ def test_metrics_count_what_the_store_holds(start_server: Any) -> None:
 
 
 def test_healthz_says_which_dependency_is_down(
-    start_server: Any, docker_client: docker.DockerClient
+    start_server: Any, docker_client: docker.DockerClient, sandbox_image: str
 ) -> None:
     made: list[DockerBackend] = []
 
-    def backend(image: str) -> DockerBackend:
-        made.append(DockerBackend(DockerSettings(image), docker_client))
+    def backend() -> DockerBackend:
+        made.append(DockerBackend(DockerSettings(sandbox_image), docker_client))
         return made[-1]
 
     server: Server = start_server(make_backend=backend)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from sandbox.protocol import MessageEvent, ToolCallEvent, ToolResultEvent
-from service.trials import TrialRecord
+from service.launch.trial import TrialRecord
 
 pytestmark = pytest.mark.docker
 
@@ -36,8 +36,8 @@ def test_case_passes_when_the_work_is_done(trial: Callable[..., TrialRecord], ca
     assert all(j.score == 1.0 for j in result.judges) and result.judges
     assert record.steps == WORKER_STEPS
     # A clean exit: no abort at interpreter shutdown, nothing on stderr.
-    assert record.container is not None
-    assert (record.container.exit_code, record.container.stderr_tail) == (0, "")
+    assert record.sandbox is not None
+    assert (record.sandbox.exit_code, record.sandbox.stderr_tail) == (0, "")
     assert result.tool_calls == sum(isinstance(e, ToolCallEvent) for e in record.events) > 0
     # Every tool call has its result, and the transcript ends with the assistant's answer.
     calls = {e.id for e in record.events if isinstance(e, ToolCallEvent)}

@@ -11,7 +11,9 @@ import pytest
 
 from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle
 from service.backends.docker import DockerBackend, DockerSettings
-from service.trials import TrialRecord, run_trial
+from service.backends.protocol import LaunchSpec
+from service.launch.launcher import Launcher
+from service.launch.trial import TrialRecord, run_trial
 
 pytestmark = pytest.mark.docker
 
@@ -38,8 +40,8 @@ def test_a_well_formed_suite_passes(trial: Callable[..., TrialRecord]) -> None:
 class _NotRootBackend(DockerBackend):
     """Starts the worker as the sandbox user, as a misconfigured runtime would."""
 
-    def container_config(self, trial_id: str, job_id: str) -> dict[str, Any]:
-        return {**super().container_config(trial_id, job_id), "user": "65532:65532"}
+    def container_config(self, launch: LaunchSpec) -> dict[str, Any]:
+        return {**super().container_config(launch), "user": "65532:65532"}
 
 
 def test_worker_not_started_as_root_refuses(
@@ -49,7 +51,7 @@ def test_worker_not_started_as_root_refuses(
     spec = RunSpec(
         trial_id="not-root", suite=_suite(), case_id="c", model=ModelRef("faux", "solution")
     )
-    record = run_trial(backend, spec, job_id="tests", deadline_s=60)
+    record = run_trial(Launcher(backend), spec, job_id="tests", deadline_s=60)
     assert record.result.error_kind == "sandbox_error"
     assert record.result.failed_step == "start_as_root"
     assert record.result.error_message == "The worker must start as root to enter the sandbox."

@@ -17,9 +17,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from sandbox.protocol import TrialResult
+from service.launch.trial import TrialRecord
 from service.store.db import make_engine, session_factory
 from service.store.models import Trial
-from service.trials import TrialRecord
 from tests.store.conftest import make_scheduler
 
 
@@ -32,11 +32,11 @@ def main(url: str, owner: str, go_file: str) -> int:
     while not go.exists():
         time.sleep(0.005)
     while True:
-        claimed = [trial_id for trial_id, _ in scheduler._claim(3)]
+        claimed = [trial_id for trial_id, _ in scheduler.claim(3)]
         for trial_id in claimed:
             print(trial_id, flush=True)
         for trial_id in claimed:
-            scheduler._store(trial_id, TrialRecord(trial_id, TrialResult("passed", score=1.0)))
+            scheduler.record(trial_id, TrialRecord(trial_id, TrialResult("passed", score=1.0)))
         if not claimed:
             with sessions() as session:
                 queued = session.scalar(

@@ -12,7 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,7 +20,7 @@ from psycopg import sql
 from sqlalchemy import URL, Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.fake import FakeBackend, FakeWorker
 from service.domain.job_spec import JobRequest
 from service.jobs import create_job, resolve_design
 from service.scheduler import Scheduler
@@ -103,22 +103,14 @@ def sessions(engine: Engine) -> sessionmaker[Session]:
     return session_factory(engine)
 
 
-class NoContainers(DockerBackend):
-    """A backend for the scheduler's store work alone: these tests start no container, so
-    there is nothing to reap or stop, and no Docker engine is needed."""
-
-    def __init__(self, owner: str) -> None:
-        super().__init__(DockerSettings(image="unused", owner=owner), client=cast(Any, object()))
-
-    def reap(self, keep: Any = None, only: Any = None) -> list[str]:
-        return []
-
-    def stop_all(self) -> None:
-        pass
+def _no_sandbox(worker: FakeWorker) -> int:
+    raise AssertionError(f"a store test started a sandbox for {worker.launch.trial_id}")
 
 
 def make_scheduler(sessions: sessionmaker[Session], owner: str = "tests:1:store") -> Scheduler:
-    return Scheduler(sessions, NoContainers(owner), max_containers=4)
+    """A scheduler for the store's work alone: these tests start no sandbox, and a backend
+    asked for one fails the test."""
+    return Scheduler(sessions, FakeBackend(_no_sandbox, owner=owner), max_containers=4)
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ from sandbox.protocol import (
     ToolResultEvent,
     encode,
 )
+from service.launch.worker_lines import parse_worker_line
 from service.scheduler import EventSink
 from service.store.models import Event as EventRow
 from service.store.models import Trial
-from service.wire import parse_worker_line
 from tests.store.conftest import submit
 
 # Ranges an agent's text may draw from: ASCII controls and NUL, the surrogates (lone, from a

@@ -16,12 +16,12 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import LifecycleEvent, TrialResult
-from service.planes import STALE_AFTER_S, beat
+from service.launch.trial import TrialRecord
 from service.scheduler import EventSink, Scheduler
 from service.store.models import Artifact, Job, Plane, Trial
 from service.store.models import Event as EventRow
+from service.store.planes import STALE_AFTER_S, beat
 from service.teams import create_team
-from service.trials import TrialRecord
 from tests.store.conftest import SMOKE, make_scheduler, submit
 
 PASSED = TrialResult("passed", score=1.0)
@@ -57,15 +57,15 @@ def test_claims_follow_job_then_plan_order(
     planned_second = [t.id for t in _trials(sessions, second.id)]
     assert [t.order for t in _trials(sessions, first.id)] == list(range(2 * len(SMOKE)))
 
-    assert _ids(scheduler._claim(3)) == planned_first[:3]
+    assert _ids(scheduler.claim(3)) == planned_first[:3]
     assert (_job(sessions, first.id).status, _job(sessions, second.id).status) == (
         "running",
         "queued",
     )
-    rest = scheduler._claim(100)
+    rest = scheduler.claim(100)
     assert _ids(rest) == planned_first[3:] + planned_second
     assert {job for _, job in rest} == {first.id, second.id}
-    assert scheduler._claim(100) == []
+    assert scheduler.claim(100) == []
     for trial in _trials(sessions, first.id) + _trials(sessions, second.id):
         assert (trial.status, trial.owner) == ("running", scheduler.owner)
         assert trial.started_at is not None
@@ -75,16 +75,16 @@ def test_infra_errors_queue_a_new_attempt_in_the_same_place(
     sessions: sessionmaker[Session], scheduler: Scheduler
 ) -> None:
     job = submit(sessions, cases=["create-greeting", "fix-config"], max_infra_retries=1)
-    first, second = _ids(scheduler._claim(2))
-    scheduler._store(first, TrialRecord(first, INFRA))
+    first, second = _ids(scheduler.claim(2))
+    scheduler.record(first, TrialRecord(first, INFRA))
     # The retry keeps the plan position, so it runs before anything planned after it.
-    [(retry, _)] = scheduler._claim(1)
+    [(retry, _)] = scheduler.claim(1)
     rows = {t.id: t for t in _trials(sessions, job.id)}
     assert (rows[retry].order, rows[retry].attempt) == (rows[first].order, 2)
-    scheduler._store(second, TrialRecord(second, PASSED))
+    scheduler.record(second, TrialRecord(second, PASSED))
     assert _job(sessions, job.id).status == "running"
-    scheduler._store(retry, TrialRecord(retry, INFRA))  # past max_infra_retries: kept as is
-    assert scheduler._claim(10) == []
+    scheduler.record(retry, TrialRecord(retry, INFRA))  # past max_infra_retries: kept as is
+    assert scheduler.claim(10) == []
     assert _job(sessions, job.id).status == "finished"
     outcomes = [(t.order, t.attempt, t.error_kind) for t in _trials(sessions, job.id)]
     assert outcomes == [(0, 1, "infra_error"), (0, 2, "infra_error"), (1, 1, None)]
@@ -108,8 +108,8 @@ def test_a_locked_trial_is_skipped_not_waited_for(
             .with_for_update(skip_locked=True, of=Trial)
         ).all()
         assert list(held) == planned[:2]
-        assert _ids(scheduler._claim(4)) == planned[2:]
-    assert _ids(scheduler._claim(4)) == planned[:2]
+        assert _ids(scheduler.claim(4)) == planned[2:]
+    assert _ids(scheduler.claim(4)) == planned[:2]
 
 
 def _dead_owner() -> str:
@@ -125,13 +125,13 @@ def test_recovery_queues_interrupted_trials_again_without_their_transcripts(
     job = submit(sessions)
     died = make_scheduler(sessions, owner=_dead_owner())
     try:
-        done, interrupted, also_interrupted = _ids(died._claim(3))
+        done, interrupted, also_interrupted = _ids(died.claim(3))
         for trial_id in (done, interrupted, also_interrupted):
             sink = EventSink(sessions, trial_id)
             for n in range(5):
                 sink(LifecycleEvent(step=f"step-{n}"))
             sink.flush()
-        died._store(done, TrialRecord(done, PASSED, artifacts={"session.jsonl": b"{}\n"}))
+        died.record(done, TrialRecord(done, PASSED, artifacts={"session.jsonl": b"{}\n"}))
     finally:
         died.stop()
     with sessions.begin() as session:
@@ -152,7 +152,7 @@ def test_recovery_queues_interrupted_trials_again_without_their_transcripts(
     assert dict(events) == {done: 5}
     assert list(artifacts) == [done]
     # They run again first, in plan order, as new runs of the same attempt.
-    assert _ids(scheduler._claim(2)) == [interrupted, also_interrupted]
+    assert _ids(scheduler.claim(2)) == [interrupted, also_interrupted]
     assert {t.attempt for t in _trials(sessions, job.id)} == {1}
 
 
@@ -189,11 +189,11 @@ def test_two_trials_finishing_at_once_finish_their_job(
     """The last two trials of a job end together (two threads here; two control planes
     alike): whichever commits second must see the job has nothing open and finish it."""
     job = submit(sessions, cases=["create-greeting", "fix-config"])
-    first, second = _ids(scheduler._claim(2))
+    first, second = _ids(scheduler.claim(2))
     with _meeting(engine, ("count(*)", "trials.status !=")):
         _together(
             *(
-                functools.partial(scheduler._store, t, TrialRecord(t, PASSED))
+                functools.partial(scheduler.record, t, TrialRecord(t, PASSED))
                 for t in (first, second)
             )
         )
@@ -202,7 +202,7 @@ def test_two_trials_finishing_at_once_finish_their_job(
 
 
 def _claim_into(claimed: list[list[tuple[str, str]]], plane: Scheduler) -> None:
-    claimed.append(plane._claim(2))
+    claimed.append(plane.claim(2))
 
 
 def test_two_control_planes_claiming_at_once_keep_a_teams_cap(
@@ -219,9 +219,7 @@ def test_two_control_planes_claiming_at_once_keep_a_teams_cap(
     try:
         # Both count the team's running trials (none) before either claims.
         with _meeting(engine, ("count(*)", "trials.status =")):
-            _together(
-                *(functools.partial(lambda p: claimed.append(p._claim(2)), p) for p in planes)
-            )
+            _together(*(functools.partial(lambda p: claimed.append(p.claim(2)), p) for p in planes))
         assert sorted(len(c) for c in claimed) == [0, 1]
     finally:
         for plane in planes:
@@ -237,7 +235,7 @@ def test_a_control_plane_starting_beside_a_live_one_leaves_its_trials_alone(
     starting = make_scheduler(sessions, owner="tests:3:starting")
     try:
         beat(sessions, peer.owner)
-        [(trial_id, _)] = peer._claim(1)
+        [(trial_id, _)] = peer.claim(1)
         starting.recover()
         with sessions() as session:
             trial = session.get(Trial, trial_id)
@@ -254,7 +252,7 @@ def test_a_peer_that_stopped_beating_has_its_trials_taken_over(
     job = submit(sessions, cases=["create-greeting", "fix-config"])
     peer = make_scheduler(sessions, owner="elsewhere:7:peer")
     beat(sessions, peer.owner)
-    claimed = _ids(peer._claim(2))
+    claimed = _ids(peer.claim(2))
     # Its last beat is older than the window: presumed gone, though on another host.
     with sessions.begin() as session:
         plane = session.get(Plane, peer.owner)
@@ -265,10 +263,10 @@ def test_a_peer_that_stopped_beating_has_its_trials_taken_over(
     assert [(t.status, t.owner) for t in _trials(sessions, job.id)] == [("queued", None)] * 2
     # The peer was only slow: its late result for a trial it no longer owns is dropped, and
     # the plane that took the trials over runs them.
-    peer._store(claimed[0], TrialRecord(claimed[0], PASSED))
+    peer.record(claimed[0], TrialRecord(claimed[0], PASSED))
     assert [t.status for t in _trials(sessions, job.id)] == ["queued", "queued"]
-    assert _ids(scheduler._claim(2)) == claimed
+    assert _ids(scheduler.claim(2)) == claimed
     for trial_id in claimed:
-        scheduler._store(trial_id, TrialRecord(trial_id, PASSED))
+        scheduler.record(trial_id, TrialRecord(trial_id, PASSED))
     assert [t.owner for t in _trials(sessions, job.id)] == [scheduler.owner] * 2
     assert _job(sessions, job.id).status == "finished"

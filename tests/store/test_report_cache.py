@@ -7,9 +7,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import TrialResult
 from service.api.views import job_report
+from service.launch.trial import TrialRecord
 from service.scheduler import Scheduler
 from service.store.models import Job, Trial
-from service.trials import TrialRecord
 from tests.store.conftest import submit
 
 
@@ -22,11 +22,11 @@ def test_a_finished_jobs_report_is_built_once(
     sessions: sessionmaker[Session], scheduler: Scheduler
 ) -> None:
     job = submit(sessions, cases=["create-greeting", "fix-config"])
-    first, second = (trial_id for trial_id, _ in scheduler._claim(2))
-    scheduler._store(first, TrialRecord(first, TrialResult("passed", score=1.0)))
+    first, second = (trial_id for trial_id, _ in scheduler.claim(2))
+    scheduler.record(first, TrialRecord(first, TrialResult("passed", score=1.0)))
     running = _report(sessions, job.id)
     # Still running: every call reads the rows again and sees the new result.
-    scheduler._store(second, TrialRecord(second, TrialResult("failed", score=0.0)))
+    scheduler.record(second, TrialRecord(second, TrialResult("failed", score=0.0)))
     finished = _report(sessions, job.id)
     assert running is not finished
     [variant] = finished["variants"]  # type: ignore[misc]
@@ -38,13 +38,13 @@ def test_a_cancelled_jobs_report_waits_for_its_running_trials(
     sessions: sessionmaker[Session], scheduler: Scheduler
 ) -> None:
     job = submit(sessions, cases=["create-greeting", "fix-config"])
-    [(running, _)] = scheduler._claim(1)
+    [(running, _)] = scheduler.claim(1)
     with sessions.begin() as session:  # as DELETE /v1/jobs/{id} leaves it
         session.get_one(Job, job.id).status = "cancelled"
         session.execute(delete(Trial).where(Trial.status == "queued"))
     unsettled = _report(sessions, job.id)
     assert _report(sessions, job.id) is not unsettled
     # The trial's run returns and is dropped: the job can no longer change.
-    scheduler._store(running, TrialRecord(running, TrialResult("passed", score=1.0)))
+    scheduler.record(running, TrialRecord(running, TrialResult("passed", score=1.0)))
     settled = _report(sessions, job.id)
     assert _report(sessions, job.id) is settled

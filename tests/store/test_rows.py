@@ -26,11 +26,11 @@ from sandbox.protocol import (
     Usage,
 )
 from service.api.views import job_report
+from service.launch.trial import TrialRecord
 from service.scheduler import EVENT_BATCH, EventSink, Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Artifact, Job, Trial
 from service.store.models import Event as EventRow
-from service.trials import TrialRecord
 from tests.store.conftest import SMOKE, fresh_postgres_database, make_scheduler, submit
 
 ODD = 'naïve ✓ \U0001f9ea "quoted" \\ back\nslash\ttab'
@@ -57,7 +57,7 @@ def test_events_are_written_in_batches_in_sequence(
     sessions: sessionmaker[Session], scheduler: Scheduler
 ) -> None:
     submit(sessions, cases=["create-greeting", "fix-config"])
-    trials = [trial_id for trial_id, _ in scheduler._claim(2)]
+    trials = [trial_id for trial_id, _ in scheduler.claim(2)]
     sinks = [EventSink(sessions, trial_id) for trial_id in trials]
     events = _transcript(EVENT_BATCH + 250)
     for index, item in enumerate(events):
@@ -90,7 +90,7 @@ def test_event_and_artifact_ids_go_past_32_bits(
     sessions: sessionmaker[Session], scheduler: Scheduler
 ) -> None:
     submit(sessions, cases=["create-greeting"])
-    [(trial_id, _)] = scheduler._claim(1)
+    [(trial_id, _)] = scheduler.claim(1)
     past = 2**31
     with sessions.begin() as session:
         # Where the ids would stand after two billion events: the next ones must still fit.
@@ -107,7 +107,7 @@ def test_event_and_artifact_ids_go_past_32_bits(
     sink = EventSink(sessions, trial_id)
     sink(LifecycleEvent(step="after two billion"))
     sink.flush()
-    scheduler._store(
+    scheduler.record(
         trial_id, TrialRecord(trial_id, TrialResult("passed", score=1.0), artifacts={"a": b"x"})
     )
     with sessions() as session:
@@ -121,7 +121,7 @@ def test_json_text_and_bytes_round_trip(
     database_url: str, sessions: sessionmaker[Session], scheduler: Scheduler
 ) -> None:
     job = submit(sessions, cases=["create-greeting"], seed=2**32 - 1, rounds=1000)
-    trial_id, _ = scheduler._claim(1)[0]
+    trial_id, _ = scheduler.claim(1)[0]
     blob = bytes(range(256)) * 3
     result = TrialResult(
         "failed",
@@ -137,7 +137,7 @@ def test_json_text_and_bytes_round_trip(
     )
     record = TrialRecord(trial_id, result, artifacts={"session.jsonl": blob}, wall_s=2.5)
     record.cost_usd = 0.000123
-    scheduler._store(trial_id, record)
+    scheduler.record(trial_id, record)
     sink = EventSink(sessions, trial_id)
     sink(ToolCallEvent(id="c", name="x", arguments={"n": float("inf"), "nul": "a\x00b"}))
     sink.flush()
@@ -211,7 +211,7 @@ def _run_docs_lift_job(sessions: sessionmaker[Session]) -> dict[str, Any]:
     scheduler = make_scheduler(sessions)
     try:
         retried = False
-        while claimed := scheduler._claim(5):
+        while claimed := scheduler.claim(5):
             for trial_id, _ in claimed:
                 with sessions() as session:
                     trial = session.get(Trial, trial_id)
@@ -230,7 +230,7 @@ def _run_docs_lift_job(sessions: sessionmaker[Session]) -> dict[str, Any]:
                     system_prompt_sha256=f"sha-{trial.variant}",
                     timings={"run_agent": 1.0 + case / 4 + trial.round / 8},
                 )
-                scheduler._store(trial_id, TrialRecord(trial_id, result, wall_s=1.5))
+                scheduler.record(trial_id, TrialRecord(trial_id, result, wall_s=1.5))
     finally:
         scheduler.stop()
     with sessions() as session:

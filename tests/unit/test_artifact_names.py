@@ -9,7 +9,7 @@ import pytest
 
 from sandbox.protocol import ArtifactMessage
 from service.artifact_names import artifact_name_problem, content_disposition
-from service.trials import _Collector
+from service.launch.trial import _Collector
 
 BAD = ["", "a/b", "../x", "..", "x\\y", "nul\x00", "bell\x07", "line\u2028", "x" * 201]
 

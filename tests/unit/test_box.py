@@ -6,6 +6,7 @@ import stat
 import tomllib
 from pathlib import Path
 
+from service.backends.docker.images import repo_root
 from service.box import (
     ADMIN_TOKEN_KEY,
     IMAGE_KEY,
@@ -17,7 +18,6 @@ from service.box import (
     requirements,
     update_env_file,
 )
-from service.images import repo_root
 
 
 def test_update_keeps_the_operators_lines_and_replaces_only_given_keys(tmp_path: Path) -> None:

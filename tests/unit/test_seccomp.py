@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from service.backends.seccomp import profile_json
+from service.backends.docker.seccomp import profile_json
 
 # What no trial may call, whatever the arguments (issue 11 section 3).
 NEVER = {

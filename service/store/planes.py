@@ -1,7 +1,7 @@
-"""Which control planes sharing the store are alive.
+"""The heartbeat rows: which control planes sharing the store are alive.
 
 Every control plane writes a heartbeat row while it runs. Another plane takes over a plane's
-running trials (queues them again, removes their containers) only once that plane is gone:
+running trials (queues them again, removes their sandboxes) only once that plane is gone:
 it stopped beating for `STALE_AFTER_S`, or it ran on this host and its process has exited.
 Until then its trials are left alone, so two planes on one database never run a trial twice.
 """
@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.backends.docker import owner_gone
+from service.owners import owner_gone
 from service.store.models import Plane
 
 BEAT_EVERY_S = 5.0
@@ -48,3 +48,8 @@ def live_planes(session: Session) -> set[str]:
     since = _now() - timedelta(seconds=STALE_AFTER_S)
     seen = session.scalars(select(Plane.owner).where(Plane.seen_at >= since)).all()
     return {owner for owner in seen if not owner_gone(owner)}
+
+
+def plane_owners(session: Session) -> set[str]:
+    """Every control plane with a heartbeat row, live or not."""
+    return set(session.scalars(select(Plane.owner)).all())

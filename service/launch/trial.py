@@ -1,4 +1,8 @@
-"""Running one trial end to end: the request in, the worker's messages out, one result."""
+"""Running one trial end to end: the run spec in, one `TrialRecord` out.
+
+`launch_trial` is the one launch path: the scheduler runs every stored trial through it, and
+`examhall run-trial` runs a trial from the command line through it too.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import httpx
+
 from sandbox.protocol import (
     ArtifactMessage,
-    ErrorKind,
     Event,
     EventMessage,
     ResultMessage,
@@ -22,25 +27,36 @@ from sandbox.protocol import (
     WorkerMessage,
     encode,
 )
-from sandbox.relay import ModelCallMessage, ModelReplyMessage
+from sandbox.providers.client import Budget
 from service.artifact_names import artifact_name_problem
-from service.backends.docker import ContainerRun, DockerBackend
+from service.backends.protocol import LaunchSpec
+from service.gateway import TrialGateway
+from service.launch.conversation import OnModelCall, SandboxRun
+from service.launch.launcher import Launcher
+from service.launch.settle import settle
+from service.providers import ProviderRegistry
+
+SESSION = "session.jsonl"
 
 
 @dataclass
 class TrialRecord:
+    """Everything one run of a trial produced, as the control plane keeps it."""
+
     trial_id: str
     result: TrialResult
     events: list[Event] = field(default_factory=list)
     artifacts: dict[str, bytes] = field(default_factory=dict)
     steps: list[str] = field(default_factory=list)
-    container: ContainerRun | None = None
+    sandbox: SandboxRun | None = None
     wall_s: float = 0.0
     # Set by the gateway for relayed models with a price; None is unknown, never zero.
     cost_usd: float | None = None
 
 
 class _Collector:
+    """Gathers a worker's messages into a record's parts, refusing what cannot be kept."""
+
     def __init__(self, on_event: Callable[[Event], None] | None) -> None:
         self.on_event = on_event
         self.events: list[Event] = []
@@ -74,65 +90,30 @@ class _Collector:
             self.problems.append(f"Unexpected {message.type} message during a run.")
 
 
-SESSION = "session.jsonl"
-
-
 def session_jsonl(events: list[Event]) -> bytes:
     """The session artifact's form: one JSON event a line, as the supervisor writes it."""
     return b"".join(encode(event) for event in events)
 
 
-def _error(kind: ErrorKind, message: str, step: str | None = None) -> TrialResult:
-    return TrialResult(outcome="error", error_kind=kind, error_message=message, failed_step=step)
-
-
-def settle(run: ContainerRun, collected: TrialResult | None, deadline_s: float) -> TrialResult:
-    """The trial's one outcome, from what the worker said and what the container did."""
-    if run.infra_error is not None:
-        return _error("infra_error", run.infra_error)
-    if run.timed_out:
-        message = f"The trial passed its {deadline_s:g} s deadline; its container was killed."
-        if collected is None:
-            return _error("timeout", message)
-        return dataclasses.replace(
-            collected, outcome="error", error_kind="timeout", error_message=message, score=None
-        )
-    if collected is not None:
-        # A tool killed for memory inside a trial that still finished is the agent's
-        # business (it saw the kill); only a worker that died for it ends the trial here.
-        return collected
-    if run.oom_killed:
-        return _error(
-            "limit_exceeded", "The trial's container ran out of memory and the worker was killed."
-        )
-    # The root supervisor reports every death of the sandboxed worker, so a container that
-    # ended with no result at all was ended from outside (the daemon, an operator): retry it.
-    detail = run.channel_error or run.stderr_tail.strip()[-2000:] or "no output"
-    return _error(
-        "infra_error", f"The container exited with code {run.exit_code} without a result: {detail}"
-    )
-
-
 def run_trial(
-    backend: DockerBackend,
+    launcher: Launcher,
     spec: RunSpec,
     *,
     job_id: str,
     deadline_s: float,
     on_event: Callable[[Event], None] | None = None,
-    on_model_call: Callable[[ModelCallMessage], ModelReplyMessage] | None = None,
+    on_model_call: OnModelCall | None = None,
 ) -> TrialRecord:
-    """Run one trial; a spec with provider settings (direct credentials) gets egress."""
+    """Run one trial in a fresh sandbox; a spec with provider settings (direct credentials)
+    gets egress."""
     started = time.monotonic()
     collector = _Collector(on_event)
-    run = backend.run(
-        trial_id=spec.trial_id,
-        job_id=job_id,
-        request=encode(RunRequest(spec=spec)),
+    run = launcher.run(
+        LaunchSpec(trial_id=spec.trial_id, job_id=job_id, egress=spec.provider is not None),
+        encode(RunRequest(spec=spec)),
         deadline_s=deadline_s,
         on_message=collector,
         on_model_call=on_model_call,
-        egress=spec.provider is not None,
     )
     result = settle(run, collector.result, deadline_s)
     timings = {**result.timings, **{f"container_{k}": v for k, v in run.timings.items()}}
@@ -148,6 +129,37 @@ def run_trial(
         events=collector.events,
         artifacts=artifacts,
         steps=collector.steps,
-        container=run,
+        sandbox=run,
         wall_s=time.monotonic() - started,
     )
+
+
+def launch_trial(
+    launcher: Launcher,
+    spec: RunSpec,
+    *,
+    job_id: str,
+    deadline_s: float,
+    budget: Budget,
+    providers: ProviderRegistry,
+    http: httpx.Client,
+    on_event: Callable[[Event], None] | None = None,
+) -> TrialRecord:
+    """Run a trial with its model reached the way its spec says: a relayed provider through
+    a gateway of its own (which keeps the budget and the cost), faux and simulated inside
+    the sandbox, direct credentials from the sandbox itself."""
+    entry = providers.get(spec.model.provider)
+    gateway = None
+    if entry is not None and spec.provider is None:
+        gateway = TrialGateway(entry, spec.model.id, budget=budget, http=http, on_event=on_event)
+    record = run_trial(
+        launcher,
+        spec,
+        job_id=job_id,
+        deadline_s=deadline_s,
+        on_event=on_event,
+        on_model_call=gateway,
+    )
+    if gateway is not None:
+        record.cost_usd = gateway.spent.cost_usd  # authoritative: kept by the gateway
+    return record

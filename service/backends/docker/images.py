@@ -23,7 +23,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.debian_base import ImageBuildError, Progress, resolve_base
+from service.backends.docker.debian_base import ImageBuildError, Progress, resolve_base
 
 __all__ = [
     "BASE_ENV",
@@ -88,7 +88,7 @@ def repo_root() -> Path:
     """The source checkout examhall runs from (it must be an editable install)."""
     # This module's own path rather than service.__file__: an editable install made before
     # service/__init__.py existed imports `service` as a namespace package with no __file__.
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[3]
 
 
 def sandbox_base(base: str | None = None) -> str:

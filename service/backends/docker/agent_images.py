@@ -20,8 +20,14 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.debian_base import Progress
-from service.images import HASH_LABEL, BuildFailed, ImageBuildError, repo_root, stream_build
+from service.backends.docker.debian_base import Progress
+from service.backends.docker.images import (
+    HASH_LABEL,
+    BuildFailed,
+    ImageBuildError,
+    repo_root,
+    stream_build,
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,210 @@
+"""The Docker backend: one fresh, hardened container per trial on the local engine.
+
+The worker's channel is the container's attached stdin and stdout; the container is removed
+in every case. Which containers are examhall's, and whose, the labels say.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+import docker.errors
+from docker.types import LogConfig
+
+from service.backends.docker.attach import AttachChannel
+from service.backends.docker.hardening import (
+    LABEL_JOB,
+    LABEL_OWNER,
+    LABEL_PROBE,
+    LABEL_SCOPE,
+    LABEL_TRIAL,
+    OOM_CAP,
+    WORKER_CAPS,
+    container_config,
+)
+from service.backends.protocol import (
+    Channel,
+    FoundSandbox,
+    LaunchSpec,
+    ReapPolicy,
+    Resources,
+    SandboxError,
+    SandboxExit,
+)
+from service.owners import instance_id
+
+
+@dataclass(frozen=True)
+class DockerSettings:
+    image: str
+    resources: Resources = field(default_factory=Resources)
+    # e.g. "runsc" for gVisor; None is the engine's default runtime.
+    runtime: str | None = None
+    network: str = "none"
+    # For direct-credentials trials, which call their provider themselves.
+    direct_network: str = field(
+        default_factory=lambda: os.environ.get("EXAMHALL_DIRECT_NETWORK") or "bridge"
+    )
+    owner: str = field(default_factory=instance_id)
+    # When set, containers carry it as a label and `reap` looks at no other container: a test
+    # run gives itself a scope of its own, so that on an engine shared with live control
+    # planes (or other test runs) it can only ever remove what it started.
+    scope: str | None = None
+
+
+class DockerSandbox:
+    def __init__(self, container: Any, channel: AttachChannel, timings: dict[str, float]) -> None:
+        self.container = container
+        self.id = str(container.id)
+        self.channel: Channel = channel
+        self.timings = timings
+
+    def kill(self) -> None:
+        # Already gone is fine: removal is what matters.
+        with contextlib.suppress(docker.errors.DockerException):
+            self.container.kill()
+
+    def wait(self, timeout_s: float) -> SandboxExit:
+        try:
+            state = self.container.wait(timeout=timeout_s)
+            self.container.reload()
+        except Exception as exc:  # the daemon may have lost the container
+            raise SandboxError(f"Could not read the container's exit state: {exc}") from exc
+        return SandboxExit(
+            exit_code=int(state.get("StatusCode", -1)),
+            oom_killed=bool(self.container.attrs["State"].get("OOMKilled")),
+        )
+
+    def remove(self) -> None:
+        remove(self.container)
+
+
+def remove(container: Any) -> None:
+    for _ in range(3):
+        try:
+            container.remove(force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError:
+            time.sleep(0.5)
+
+
+class DockerBackend:
+    name = "docker"
+
+    def __init__(
+        self,
+        settings: DockerSettings,
+        client: docker.DockerClient | None = None,
+        image_digest: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.client = client or docker.from_env()
+        self.image = settings.image
+        self.image_digest = image_digest
+        self.owner = settings.owner
+        self._lock = threading.Lock()
+        self._caps: list[str] | None = None
+
+    def start(self, launch: LaunchSpec) -> DockerSandbox:
+        container = None
+        t0 = time.monotonic()
+        try:
+            container = self.client.containers.create(**self.container_config(launch))
+            sock = self.client.api.attach_socket(
+                str(container.id), params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            t1 = time.monotonic()
+            container.start()
+            timings = {"create": t1 - t0, "start": time.monotonic() - t1}
+            return DockerSandbox(container, AttachChannel(sock), timings)
+        except docker.errors.DockerException as exc:
+            if container is not None:
+                remove(container)
+            raise SandboxError(f"The trial's container could not start: {exc}") from exc
+
+    def container_config(self, launch: LaunchSpec) -> dict[str, Any]:
+        s = self.settings
+        labels = {LABEL_TRIAL: launch.trial_id, LABEL_JOB: launch.job_id, LABEL_OWNER: s.owner}
+        if s.scope is not None:
+            labels[LABEL_SCOPE] = s.scope
+        return container_config(
+            image=s.image,
+            resources=s.resources,
+            network=s.direct_network if launch.egress else s.network,
+            caps=self.worker_caps(),
+            labels=labels,
+            runtime=s.runtime,
+        )
+
+    def worker_caps(self) -> list[str]:
+        """WORKER_CAPS, with OOM_CAP when this engine can grant it: an engine that runs in a
+        container of its own may lack it (as on the machines examhall is tested on)."""
+        with self._lock:
+            if self._caps is None:
+                self._caps = [*WORKER_CAPS] + ([OOM_CAP] if self._grants(OOM_CAP) else [])
+            return self._caps
+
+    def _grants(self, capability: str) -> bool:
+        try:
+            self.client.containers.run(
+                self.settings.image,
+                entrypoint=["true"],
+                cap_drop=["ALL"],
+                cap_add=[capability],
+                network_mode="none",
+                labels={LABEL_OWNER: self.owner, LABEL_PROBE: capability},
+                log_config=LogConfig(type="none"),
+                remove=True,
+            )
+            return True
+        except docker.errors.APIError:
+            # The engine refused the capability; remove what it left, if anything.
+            for container in self.client.containers.list(
+                all=True, filters={"label": f"{LABEL_PROBE}={capability}"}, ignore_removed=True
+            ):
+                if container.labels.get(LABEL_OWNER) == self.owner:
+                    remove(container)
+            return False
+
+    def health(self) -> str:
+        try:
+            self.client.ping()
+        except Exception as exc:  # any failure is the answer, not a crash of the probe
+            return f"unreachable: {type(exc).__name__}"
+        return "ok"
+
+    def reap(self, policy: ReapPolicy) -> list[str]:
+        labels = [LABEL_TRIAL]
+        if self.settings.scope is not None:
+            labels.append(f"{LABEL_SCOPE}={self.settings.scope}")
+        containers = {
+            container.id: container
+            for container in self.client.containers.list(
+                all=True, filters={"label": labels}, ignore_removed=True
+            )
+        }
+        found = [
+            _Found(c.labels.get(LABEL_TRIAL, ""), c.labels.get(LABEL_OWNER, ""), str(cid))
+            for cid, c in containers.items()
+        ]
+        chosen: Sequence[FoundSandbox] = policy(found)
+        removed = []
+        for sandbox in chosen:
+            assert isinstance(sandbox, _Found)
+            remove(containers[sandbox.container_id])
+            removed.append(sandbox.trial_id)
+        return removed
+
+
+@dataclass(frozen=True)
+class _Found(FoundSandbox):
+    container_id: str = ""

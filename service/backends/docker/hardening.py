@@ -1,0 +1,77 @@
+"""The container a trial runs in: everything that confines it, in one place.
+
+No network (or, for direct-credentials trials, the configured egress network), no
+capabilities beyond the few the worker's start needs (all dropped before the agent runs),
+examhall's own seccomp profile, a read-only root with size-capped tmpfs for /tmp and the
+workspace, and pids, memory and CPU limits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docker.types import LogConfig
+
+from sandbox.protocol import WORKSPACE_DIR
+from service.backends.docker.seccomp import profile_digest, profile_json
+from service.backends.protocol import Resources
+
+LABEL_TRIAL = "examhall.trial"
+LABEL_JOB = "examhall.job"
+LABEL_OWNER = "examhall.owner"
+LABEL_PROBE = "examhall.probe"
+LABEL_SCOPE = "examhall.scope"
+LABEL_SECCOMP = "examhall.seccomp"
+# What the worker's start needs as root, all dropped before the agent runs; KILL lets the
+# root supervisor end a sandboxed worker that broke the channel's rules.
+WORKER_CAPS = ("CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE", "KILL")
+# Added where the engine can grant it: it lets the supervisor and the worker exempt themselves
+# from the OOM killer and pin the agent's processes as its first choice.
+OOM_CAP = "SYS_RESOURCE"
+_TMPFS = "rw,nosuid,nodev"
+
+
+def container_config(
+    *,
+    image: str,
+    resources: Resources,
+    network: str,
+    caps: list[str],
+    labels: dict[str, str],
+    runtime: str | None,
+) -> dict[str, Any]:
+    """Keyword arguments of `containers.create` for one trial's container."""
+    config: dict[str, Any] = {
+        "image": image,
+        "stdin_open": True,
+        "tty": False,
+        "detach": True,
+        "network_mode": network,
+        "cap_drop": ["ALL"],
+        "cap_add": caps,
+        "security_opt": ["no-new-privileges", f"seccomp={profile_json()}"],
+        "read_only": True,
+        "tmpfs": {
+            "/tmp": f"{_TMPFS},size={resources.tmp_bytes}",
+            WORKSPACE_DIR: f"{_TMPFS},size={resources.workspace_bytes}",
+            # `ipc_mode: none` still mounts an mqueue filesystem here, writable by everyone:
+            # an empty read-only tmpfs takes its place. (The seccomp profile refuses mq_open
+            # and SysV msg/sem/shm as well.)
+            "/dev/mqueue": "ro,nosuid,nodev,noexec,size=4k,mode=0555",
+        },
+        "pids_limit": resources.pids,
+        "mem_limit": resources.memory_bytes,
+        "memswap_limit": resources.memory_bytes,
+        "nano_cpus": int(resources.cpus * 1e9),
+        "init": True,
+        # A private IPC namespace without /dev/shm. It leaves /dev/mqueue mounted (masked
+        # above) and the SysV calls working (refused by the seccomp profile).
+        "ipc_mode": "none",
+        "privileged": False,
+        # The channel is read through attach; a log copy on the host would only grow.
+        "log_config": LogConfig(type="none"),
+        "labels": {**labels, LABEL_SECCOMP: profile_digest()[:12]},
+    }
+    if runtime:
+        config["runtime"] = runtime
+    return config

@@ -1,0 +1,108 @@
+"""What the control plane needs from a place that runs sandboxes.
+
+A backend starts one sandbox per launch and hands back its channel: the worker's stdin and
+stdout, as bytes. Everything above (the conversation with the worker, the deadline, settling
+the trial's outcome) is written once, in `service/launch/`, for every backend. A backend is
+one folder under `service/backends/` and one line in `registry.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class SandboxError(Exception):
+    """The backend could not do what was asked (start, wait): the trial's `infra_error`."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one sandbox may use."""
+
+    memory_bytes: int = 1024 * 1024 * 1024
+    cpus: float = 1.0
+    pids: int = 256
+    workspace_bytes: int = 256 * 1024 * 1024
+    tmp_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One sandbox to start: for which trial (or suite listing) of which job."""
+
+    trial_id: str
+    job_id: str
+    # Direct-credentials trials call their provider themselves, so they get a network.
+    egress: bool = False
+
+
+@dataclass(frozen=True)
+class SandboxExit:
+    exit_code: int
+    oom_killed: bool = False
+
+
+@dataclass(frozen=True)
+class FoundSandbox:
+    """A sandbox the backend found on its engine, as `reap` offers it to a policy."""
+
+    trial_id: str
+    # The control plane that started it (`service/owners.py`).
+    owner: str
+
+
+# Given what a backend found, which to remove. Called after listing, so a policy that asks
+# who is running now sees every sandbox started before the listing.
+ReapPolicy = Callable[[Sequence[FoundSandbox]], Sequence[FoundSandbox]]
+
+
+class Channel(Protocol):
+    """The byte stream to and from the worker."""
+
+    def send(self, data: bytes) -> None:
+        """Write to the worker's stdin; raises OSError when the channel is gone."""
+
+    def read(self) -> bytes:
+        """The next bytes of the worker's stdout; b"" once it ended. Raises OSError."""
+
+    def stderr_tail(self) -> str:
+        """The last of what the worker wrote to stderr, for error messages."""
+
+    def close(self) -> None: ...
+
+
+class Sandbox(Protocol):
+    id: str
+    channel: Channel
+    # How long the backend's own steps of the start took (e.g. create, start), in seconds.
+    timings: dict[str, float]
+
+    def kill(self) -> None:
+        """End the sandbox now; a sandbox already gone is not an error."""
+
+    def wait(self, timeout_s: float) -> SandboxExit:
+        """How the sandbox ended; raises SandboxError when that cannot be learnt."""
+
+    def remove(self) -> None:
+        """Remove what the sandbox left; never raises."""
+
+
+class SandboxBackend(Protocol):
+    # Which backend this is, as the registry names it.
+    name: str
+    # The sandbox image every launch runs, and its digest when known: recorded on each job.
+    image: str
+    image_digest: str | None
+    # This control plane's identity on the sandboxes it starts.
+    owner: str
+
+    def start(self, launch: LaunchSpec) -> Sandbox:
+        """A started sandbox with its channel attached; raises SandboxError."""
+
+    def health(self) -> str:
+        """ "ok", or what is wrong with the engine."""
+
+    def reap(self, policy: ReapPolicy) -> list[str]:
+        """Remove this backend's sandboxes that `policy` picks; returns their trial ids."""

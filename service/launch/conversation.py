@@ -1,0 +1,128 @@
+"""The control plane's side of the channel: the request in, the worker's lines out.
+
+Every line is validated (`worker_lines.py`); model calls are answered on the channel, the
+rest goes to the caller. The conversation ends when the worker's stdout does, or at the
+deadline, when the sandbox is killed. Nothing here raises for a sandbox's faults: they are
+recorded on the run for `settle` to judge.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sandbox.protocol import WorkerMessage, encode
+from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
+from service.backends.protocol import Sandbox, SandboxError
+from service.launch.worker_lines import ChannelError, parse_worker_line
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+# After a kill, how long the channel and the exit state get to settle.
+KILL_GRACE_S = 10.0
+WAIT_S = 30.0
+
+OnMessage = Callable[[WorkerMessage], None]
+OnModelCall = Callable[[ModelCallMessage], ModelReplyMessage]
+
+
+@dataclass
+class SandboxRun:
+    """What happened to one sandbox, as seen from outside it."""
+
+    sandbox_id: str | None = None
+    exit_code: int | None = None
+    timed_out: bool = False
+    oom_killed: bool = False
+    # The backend could not run it at all (start failed): a retry, not the agent's fault.
+    infra_error: str | None = None
+    channel_error: str | None = None
+    stderr_tail: str = ""
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class _Lines:
+    """Splits the worker's stdout into lines, refusing one longer than the channel allows."""
+
+    def __init__(self, on_line: Callable[[bytes], None]) -> None:
+        self._on_line = on_line
+        self._pending = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self._pending += data
+        while (end := self._pending.find(b"\n")) >= 0:
+            line = bytes(self._pending[:end])
+            del self._pending[: end + 1]
+            if line.strip():
+                self._on_line(line)
+        if len(self._pending) > MAX_LINE_BYTES:
+            raise ChannelError("The worker sent a line longer than the channel allows.")
+
+
+def converse(
+    sandbox: Sandbox,
+    request: bytes,
+    run: SandboxRun,
+    *,
+    deadline_s: float,
+    on_message: OnMessage,
+    on_model_call: OnModelCall | None,
+) -> None:
+    """Talk to a started sandbox's worker until it ends or the deadline passes."""
+    channel = sandbox.channel
+    errors: list[str] = []
+
+    def on_line(line: bytes) -> None:
+        try:
+            message = parse_worker_line(line)
+        except ChannelError as exc:
+            errors.append(str(exc))
+            return
+        if not isinstance(message, ModelCallMessage):
+            on_message(message)
+            return
+        # Answered on the reading thread: the worker waits for the reply anyway.
+        reply = (
+            on_model_call(message)
+            if on_model_call is not None
+            else ModelReplyMessage(
+                id=message.id,
+                error=ReplyError("provider_error", "This run has no model gateway."),
+            )
+        )
+        try:
+            channel.send(encode(reply))
+        except OSError as exc:
+            errors.append(f"Could not send a model reply: {exc}")
+
+    lines = _Lines(on_line)
+
+    def reader() -> None:
+        try:
+            while chunk := channel.read():
+                lines.feed(chunk)
+        except (OSError, ValueError) as exc:
+            errors.append(f"The channel broke: {exc}")
+
+    thread = threading.Thread(target=reader, name="examhall-channel", daemon=True)
+    thread.start()
+    try:
+        channel.send(request)
+    except OSError as exc:
+        errors.append(f"Could not send the run request: {exc}")
+    thread.join(timeout=max(0.0, deadline_s - (time.monotonic() - run.started_at)))
+    if thread.is_alive():
+        run.timed_out = True
+        sandbox.kill()
+        thread.join(timeout=KILL_GRACE_S)
+    channel.close()
+    try:
+        ended = sandbox.wait(WAIT_S)
+        run.exit_code, run.oom_killed = ended.exit_code, ended.oom_killed
+    except SandboxError as exc:
+        errors.append(str(exc))
+    run.stderr_tail = channel.stderr_tail()
+    run.channel_error = "; ".join(errors) or None

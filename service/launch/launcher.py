@@ -1,0 +1,97 @@
+"""Starting sandboxes on a backend and seeing each one through to its removal.
+
+The launcher is the one place that knows which sandboxes this control plane runs now: the
+scheduler stops them (a cancel, a shutdown) and the reaper spares them through it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from service.backends.protocol import (
+    FoundSandbox,
+    LaunchSpec,
+    Sandbox,
+    SandboxBackend,
+    SandboxError,
+)
+from service.launch.conversation import OnMessage, OnModelCall, SandboxRun, converse
+
+
+class Launcher:
+    def __init__(self, backend: SandboxBackend) -> None:
+        self.backend = backend
+        # Running trials and their sandboxes (None while starting).
+        self._running: dict[str, Sandbox | None] = {}
+        self._lock = threading.Lock()
+
+    def run(
+        self,
+        launch: LaunchSpec,
+        request: bytes,
+        *,
+        deadline_s: float,
+        on_message: OnMessage,
+        on_model_call: OnModelCall | None = None,
+    ) -> SandboxRun:
+        """Run one worker to its end (or the deadline); the sandbox is removed in every case.
+        Never raises for the sandbox's faults: they come back on the run."""
+        run = SandboxRun()
+        sandbox: Sandbox | None = None
+        with self._lock:
+            self._running[launch.trial_id] = None
+        try:
+            try:
+                sandbox = self.backend.start(launch)
+            except SandboxError as exc:
+                run.infra_error = str(exc)
+                return run
+            run.sandbox_id = sandbox.id
+            run.timings.update(sandbox.timings)
+            with self._lock:
+                self._running[launch.trial_id] = sandbox
+            run.started_at = time.monotonic()
+            converse(
+                sandbox,
+                request,
+                run,
+                deadline_s=deadline_s,
+                on_message=on_message,
+                on_model_call=on_model_call,
+            )
+            return run
+        finally:
+            t1 = time.monotonic()
+            if sandbox is not None:
+                sandbox.remove()
+            run.timings["teardown"] = time.monotonic() - t1
+            run.ended_at = time.monotonic()
+            with self._lock:
+                self._running.pop(launch.trial_id, None)
+
+    def running_trials(self) -> set[str]:
+        with self._lock:
+            return set(self._running)
+
+    def stop(self, trial_ids: set[str]) -> None:
+        """Kill these trials' sandboxes; their runs return at once and remove them."""
+        with self._lock:
+            sandboxes = [s for t, s in self._running.items() if t in trial_ids and s is not None]
+        for sandbox in sandboxes:
+            sandbox.kill()
+
+    def stop_all(self) -> None:
+        self.stop(self.running_trials())
+
+    def reap(self, remove: Callable[[FoundSandbox], bool]) -> list[str]:
+        """Remove the backend's sandboxes that `remove` picks, sparing those running here."""
+
+        def policy(found: Sequence[FoundSandbox]) -> list[FoundSandbox]:
+            # Read after the backend listed: a trial that started in between is running by
+            # now, and its new sandbox must not be taken for an orphan.
+            running = self.running_trials()
+            return [f for f in found if f.trial_id not in running and remove(f)]
+
+        return self.backend.reap(policy)

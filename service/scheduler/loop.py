@@ -1,0 +1,306 @@
+"""The scheduler: runs queued trials in planned order, at most N sandboxes at once.
+
+A trial's life: claimed from the queue (`store/queue.py`), launched with its run spec
+(`run_spec.py`, `launch/trial.py`), its events taken in while it runs (`ingest.py`), its
+end recorded (`store/results.py`), where an `infra_error` is retried as a new attempt up to
+the job's `max_infra_retries`. Trials a control plane left running when it died are queued
+again once it is known to be gone (`store/planes.py`), with their partial events dropped,
+and their sandboxes are removed, so no trial is counted twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+from sqlalchemy.orm import Session, sessionmaker
+
+from sandbox.protocol import SuiteBundle
+from sandbox.providers.client import Budget
+from service import config
+from service.backends.protocol import FoundSandbox, SandboxBackend
+from service.domain.job_spec import JobSpec
+from service.launch.launcher import Launcher
+from service.launch.trial import TrialRecord, launch_trial
+from service.owners import owner_gone
+from service.providers import ProviderRegistry
+from service.scheduler.ingest import EventSink
+from service.scheduler.run_spec import run_spec
+from service.store import queue
+from service.store.planes import BEAT_EVERY_S, beat, forget, live_planes, plane_owners
+from service.store.results import RunEnd, record_infra_error, record_result
+from service.suites import LIST_PREFIX
+
+log = logging.getLogger("examhall.scheduler")
+
+REAP_EVERY_S = 30.0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        backend: SandboxBackend,
+        providers: ProviderRegistry | None = None,
+        *,
+        max_containers: int | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
+        self.sessions = sessions
+        self.backend = backend
+        self.launcher = Launcher(backend)
+        self.providers = providers or ProviderRegistry()
+        # One client for every gateway: connection pools are shared across trials.
+        self.http = httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0))
+        self.max_containers = max_containers or config.max_containers()
+        self.poll_s = poll_s
+        self.owner = backend.owner
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._running: dict[str, str] = {}  # trial id -> job id
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(self.max_containers, thread_name_prefix="examhall-trial")
+        self._thread: threading.Thread | None = None
+        self._suites: dict[str, SuiteBundle] = {}
+        self.on_change: Callable[[str], None] | None = None
+        # Suite listings (service/listing.py) run sandboxes too, so they hold slots of the
+        # box's and their team's caps: the team of each listing running, and of each waiting
+        # for a slot (served before queued trials, since a request is waiting).
+        self._listings: list[str | None] = []
+        self._listing_waits: list[str | None] = []
+        # Claims and listing reservations take turns, so neither sees the other's count
+        # half-updated and the caps hold between them.
+        self._slots = threading.Lock()
+
+    # ----- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        beat(self.sessions, self.owner)
+        self.recover()
+        self._thread = threading.Thread(target=self._loop, name="examhall-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop promptly: kill the running trials' sandboxes and queue those trials again,
+        so the next start runs them from scratch instead of waiting for them now."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.launcher.stop_all()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.http.close()
+        forget(self.sessions, self.owner)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def recover(self) -> None:
+        """Queue again the trials of control planes that are gone, and remove sandboxes no
+        live plane runs. A live peer's trials and sandboxes are left alone."""
+        with self.sessions() as session:
+            live = live_planes(session) | {self.owner}
+        stale = queue.requeue_orphaned(self.sessions, live)
+        if stale:
+            log.warning("queued %d interrupted trial(s) again", len(stale))
+        self._reap(live - {self.owner})
+
+    def _reap(self, others: set[str]) -> list[str]:
+        """Remove sandboxes of this store's trials that no live control plane is running:
+        ours that ended, and those of planes that are gone (not among the live `others`)."""
+        with self.sessions() as session:
+            planes = plane_owners(session)
+
+        def orphaned(found: FoundSandbox) -> bool:
+            if found.owner in others:
+                return False
+            if found.trial_id.startswith(LIST_PREFIX):
+                # A listing has no row to ask the store about, and the engine may be shared
+                # with another store's planes: remove it only when its plane is known to be
+                # gone (its process exited on this host, or it is one of this store's planes
+                # and no longer beats), or it is ours and no longer running.
+                return found.owner == self.owner or owner_gone(found.owner) or found.owner in planes
+            # Asked once per sandbox found, which are few, rather than reading every trial
+            # id the store ever held on each pass.
+            return queue.trial_known(self.sessions, found.trial_id)
+
+        return self.launcher.reap(orphaned)
+
+    # ----- the loop ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        last_beat = last_reap = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                if time.monotonic() - last_beat > BEAT_EVERY_S:
+                    beat(self.sessions, self.owner)
+                    last_beat = time.monotonic()
+                self._stop_cancelled()
+                self._fill()
+                if time.monotonic() - last_reap > REAP_EVERY_S:
+                    self.recover()  # a peer that died: its trials are ours to run again
+                    last_reap = time.monotonic()
+            except Exception:  # the loop must outlive a database hiccup
+                log.exception("scheduler iteration failed")
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+
+    def _fill(self) -> None:
+        with self._slots:
+            with self._lock:
+                held = len(self._running) + len(self._listings) + len(self._listing_waits)
+                local = self._listings + self._listing_waits
+            free = self.max_containers - held
+            if free <= 0:
+                return
+            claimed = queue.claim(self.sessions, self.owner, free, local)
+            with self._lock:
+                self._running.update(claimed)
+        for trial_id, _job_id in claimed:
+            self._pool.submit(self._run_guarded, trial_id)
+
+    def claim(self, limit: int) -> list[queue.Claimed]:
+        """Claim up to `limit` queued trials for this plane, without running them."""
+        with self._lock:
+            local = self._listings + self._listing_waits
+        return queue.claim(self.sessions, self.owner, limit, local)
+
+    # ----- listings' slots --------------------------------------------------------------
+
+    def wait_for_listing(self, team_id: str | None, waiting: bool) -> None:
+        """Mark (or unmark) a listing of `team_id` as waiting: trials are not claimed into
+        the slot it is waiting for."""
+        with self._lock:
+            if waiting:
+                self._listing_waits.append(team_id)
+            else:
+                self._listing_waits.remove(team_id)
+
+    def reserve_listing(self, team_id: str | None) -> bool:
+        """Take a slot for a listing of `team_id`'s suite, within the box's cap and the
+        team's (counted over every control plane's running trials); False when full."""
+        with self._slots:
+            with self._lock:
+                if len(self._running) + len(self._listings) >= self.max_containers:
+                    return False
+                mine = self._listings.count(team_id)
+            if team_id is not None:
+                with self.sessions() as session:
+                    cap = queue.team_cap(session, team_id)
+                    if cap is not None:
+                        running = queue.running_by_team(session).get(team_id, 0)
+                        if running + mine >= cap:
+                            return False
+            with self._lock:
+                self._listings.append(team_id)
+            return True
+
+    def release_listing(self, team_id: str | None) -> None:
+        with self._lock:
+            self._listings.remove(team_id)
+        self._wake.set()
+
+    def listings(self) -> int:
+        with self._lock:
+            return len(self._listings)
+
+    # ----- cancels ----------------------------------------------------------------------
+
+    def cancel(self, job_id: str) -> None:
+        """Kill the sandboxes of a cancelled job's trials that this process runs now."""
+        with self._lock:
+            trial_ids = {t for t, j in self._running.items() if j == job_id}
+        self.launcher.stop(trial_ids)
+
+    def _stop_cancelled(self) -> None:
+        """Kill our trials whose job was cancelled, maybe by another control plane."""
+        with self._lock:
+            running = list(self._running)
+        if running and (doomed := queue.cancelled_among(self.sessions, running)):
+            self.launcher.stop(set(doomed))
+
+    # ----- one trial --------------------------------------------------------------------
+
+    def _run_guarded(self, trial_id: str) -> None:
+        try:
+            self._run(trial_id)
+        except Exception:
+            log.exception("trial %s failed outside the sandbox", trial_id)
+            record_infra_error(
+                self.sessions,
+                self.owner,
+                trial_id,
+                "The control plane failed while running this trial.",
+            )
+        finally:
+            with self._lock:
+                self._running.pop(trial_id, None)
+            self._wake.set()
+
+    def _run(self, trial_id: str) -> None:
+        with self.sessions() as session:
+            trial, job = queue.trial_to_run(session, trial_id)
+            spec = JobSpec.model_validate(job.spec)
+            harness = spec.variant(trial.variant)
+            launch = run_spec(
+                trial_id=trial.id,
+                suite=self._suite(session, job.suite_sha256),
+                case_id=trial.case_id,
+                variant=trial.variant,
+                harness=harness,
+                round_=trial.round,
+                seed=job.seed,
+                docs=spec.docs,
+                credentials=spec.credentials,
+                providers=self.providers,
+            )
+            job_id = job.id
+        sink = EventSink(self.sessions, trial_id)
+        record = launch_trial(
+            self.launcher,
+            launch,
+            job_id=job_id,
+            deadline_s=harness.limits.timeout_s,
+            budget=Budget.from_limits(harness.budget()),
+            providers=self.providers,
+            http=self.http,
+            on_event=sink,
+        )
+        sink.flush()
+        if self._stop.is_set():
+            # Cut short by our own shutdown: not the trial's fault.
+            queue.requeue_own(self.sessions, trial_id, self.owner)
+            return
+        self.record(trial_id, record)
+
+    def record(self, trial_id: str, record: TrialRecord) -> None:
+        """Store how a trial's run ended (unless it is no longer ours to record)."""
+        end = RunEnd(
+            result=record.result,
+            artifacts=record.artifacts,
+            sandbox_id=record.sandbox.sandbox_id if record.sandbox else None,
+            wall_s=record.wall_s,
+            cost_usd=record.cost_usd,
+        )
+        job_id = record_result(self.sessions, self.owner, trial_id, end)
+        if job_id is not None and self.on_change is not None:
+            self.on_change(job_id)
+
+    def _suite(self, session: Session, sha256: str) -> SuiteBundle:
+        bundle = self._suites.get(sha256)
+        if bundle is None:
+            name, source = queue.suite_source(session, sha256)
+            bundle = self._suites[sha256] = SuiteBundle(name=name, source=source)
+        return bundle
+
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._running
+
+    def running_count(self) -> int:
+        with self._lock:
+            return len(self._running)

@@ -1,0 +1,132 @@
+"""Recording how a trial's run ended: its result and artifacts, a retry of an infra error,
+and the job's end when nothing of it is left open."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from sandbox.protocol import TrialResult
+from service.domain.status import JobStatus, Outcome, TrialStatus
+from service.store.models import Artifact, Job, Trial, queued_trial
+from service.store.queue import drop_trials, now
+
+log = logging.getLogger("examhall.store")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEnd:
+    """What a finished run leaves for the store, beyond the worker's result."""
+
+    result: TrialResult
+    artifacts: dict[str, bytes]
+    sandbox_id: str | None
+    wall_s: float
+    cost_usd: float | None
+
+
+def record_result(
+    sessions: sessionmaker[Session], owner: str, trial_id: str, end: RunEnd
+) -> str | None:
+    """Store the run's result; returns its job's id, or None when its end was not ours to
+    record (see `_ending`)."""
+    result = end.result
+    with sessions.begin() as session:
+        ending = _ending(session, owner, trial_id)
+        if ending is None:
+            return None
+        trial, job = ending
+        trial.status = TrialStatus.FINISHED
+        trial.outcome = result.outcome
+        trial.score = result.score
+        trial.error_kind = result.error_kind
+        trial.error_message = result.error_message
+        trial.failed_step = result.failed_step
+        trial.model_requested = result.model_requested
+        trial.model_returned = result.model_returned
+        trial.tool_calls = result.tool_calls
+        trial.usage = {**dataclasses.asdict(result.usage), "cost_usd": end.cost_usd}
+        trial.judges = [dataclasses.asdict(j) for j in result.judges]
+        trial.timings = result.timings
+        trial.final_text = result.final_text
+        trial.system_prompt_sha256 = result.system_prompt_sha256
+        trial.limits_hit = result.limits_hit
+        trial.container_id = end.sandbox_id
+        trial.finished_at = now()
+        trial.wall_s = end.wall_s
+        for name, content in end.artifacts.items():
+            session.add(
+                Artifact(
+                    trial_id=trial_id,
+                    name=name,
+                    sha256=hashlib.sha256(content).hexdigest(),
+                    size=len(content),
+                    content=content,
+                )
+            )
+        _after(session, trial, job)
+        return job.id
+
+
+def record_infra_error(
+    sessions: sessionmaker[Session], owner: str, trial_id: str, message: str
+) -> None:
+    """The control plane itself failed while running the trial: an infra error, retried."""
+    with sessions.begin() as session:
+        ending = _ending(session, owner, trial_id)
+        if ending is None:
+            return
+        trial, job = ending
+        trial.status = TrialStatus.FINISHED
+        trial.outcome = Outcome.ERROR
+        trial.error_kind = "infra_error"
+        trial.error_message = message
+        trial.finished_at = now()
+        _after(session, trial, job)
+
+
+def _ending(session: Session, owner: str, trial_id: str) -> tuple[Trial, Job] | None:
+    """The trial whose run ended, with its job's row locked until the transaction ends;
+    None when its end is not ours to record.
+
+    It is not when another plane took the trial over (we were presumed gone): that plane's
+    run is the one that counts. Nor when its job was cancelled: the trial did not finish,
+    and is dropped like the queued ones, so the job keeps exactly the trials that finished
+    before the cancel. The lock makes trials finishing at once on PostgreSQL take turns:
+    each counts the open trials after the other committed, so the last one always sees none
+    left and finishes the job. (SQLite's writers take turns anyway.)
+    """
+    trial = session.get(Trial, trial_id)
+    if trial is None or trial.status != TrialStatus.RUNNING or trial.owner != owner:
+        log.warning("dropping the result of %s: this control plane no longer runs it", trial)
+        return None
+    job = session.get(Job, trial.job_id, with_for_update=True, populate_existing=True)
+    assert job is not None
+    if job.status == JobStatus.CANCELLED:
+        drop_trials(session, [trial.id])
+        return None
+    return trial, job
+
+
+def _after(session: Session, trial: Trial, job: Job) -> None:
+    """Retry an infra error as a new attempt; finish the job when nothing is left."""
+    if trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries:
+        session.add(
+            queued_trial(
+                job.id, trial.case_id, trial.variant, trial.round, trial.order, trial.attempt + 1
+            )
+        )
+        return
+    session.flush()
+    open_trials = session.scalar(
+        select(func.count())
+        .select_from(Trial)
+        .where(Trial.job_id == job.id, Trial.status != TrialStatus.FINISHED)
+    )
+    if not open_trials:
+        job.status = JobStatus.FINISHED
+        job.finished_at = now()
