@@ -26,6 +26,7 @@ from docker.types import LogConfig
 from sandbox.protocol import WORKSPACE_DIR, WorkerMessage, encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from service.backends.seccomp import profile_digest, profile_json
+from service.settings import get_settings
 from service.wire import ChannelError, parse_worker_line
 
 LABEL_TRIAL = "examhall.trial"
@@ -82,9 +83,7 @@ class DockerSettings:
     runtime: str | None = None
     network: str = "none"
     # For direct-credentials trials, which call their provider themselves.
-    direct_network: str = field(
-        default_factory=lambda: os.environ.get("EXAMHALL_DIRECT_NETWORK") or "bridge"
-    )
+    direct_network: str = field(default_factory=lambda: get_settings().direct_network)
     owner: str = field(default_factory=instance_id)
     # When set, containers carry it as a label and the reaper looks at no other container:
     # a test run gives itself a scope of its own, so that on an engine shared with live
