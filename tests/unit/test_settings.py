@@ -1,18 +1,21 @@
-"""service.settings: one typed object for every EXAMHALL_* setting, and how a value is
-read (fresh from the environment, a bad one named)."""
+"""service.settings: one typed object for every EXAMHALL_* setting, the README's table of
+them, and how a value is read (fresh from the environment, a bad one named)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 from service import config
 from service.api.settings import FRONT_FIELDS, front_settings
-from service.settings import ConfigError, Settings, get_settings
+from service.settings import ConfigError, Settings, env_name, get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
+ROW = re.compile(r"^\|(?P<cells>.*)\|\s*$")
+BACKTICKED = re.compile(r"`([^`]*)`")
 
 
 @pytest.fixture(autouse=True)
@@ -23,6 +26,46 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("EXAMHALL_"):
             monkeypatch.delenv(name)
+
+
+def readme_settings() -> dict[str, str]:
+    """The README's settings table: variable -> its default cell."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    header = lines.index("| setting | default | meaning |")
+    assert set(lines[header + 1].replace(" ", "")) <= set("|-"), lines[header + 1]
+    rows: dict[str, str] = {}
+    for line in lines[header + 2 :]:
+        match = ROW.match(line)
+        if match is None:
+            break
+        variable, default, meaning = (cell.strip() for cell in match["cells"].split(" | ", 2))
+        names = BACKTICKED.findall(variable)
+        assert len(names) == 1 and variable == f"`{names[0]}`", f"one variable a row: {line}"
+        assert names[0] not in rows, f"{names[0]} is in the README's table twice"
+        assert default and meaning, f"a row without a default or a meaning: {line}"
+        rows[names[0]] = default
+    return rows
+
+
+def test_the_readme_table_names_exactly_the_settings() -> None:
+    documented = set(readme_settings())
+    fields = {env_name(name) for name in Settings.model_fields}
+    assert documented - fields == set(), "in the README, not a field of Settings"
+    assert fields - documented == set(), "a field of Settings the README's table leaves out"
+
+
+def test_the_readme_table_shows_each_literal_default() -> None:
+    """A setting whose default is a value shows it (backticked, as it would be set); one
+    whose default is worked out (None, or a factory) says how in words."""
+    for variable, cell in readme_settings().items():
+        name = variable.removeprefix("EXAMHALL_").lower()
+        field = Settings.model_fields[name]
+        if field.default_factory is not None or field.default is None:
+            continue
+        shown = BACKTICKED.findall(cell)
+        assert shown, f"{variable}: the README shows no default; it is {field.default!r}"
+        # Read as the environment would give it, the shown default is the field's.
+        assert getattr(Settings(**{name: shown[0]}), name) == field.default, variable
 
 
 def test_every_field_says_what_it_is() -> None:
