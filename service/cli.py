@@ -22,7 +22,7 @@ from sandbox.protocol import Limits, ModelRef
 from sandbox.providers.client import Budget
 from service import config, listen
 from service.admin import add_admin_commands
-from service.api.settings import FrontSettings
+from service.api.settings import front_settings
 from service.backends.docker import DockerBackend, DockerSettings, images
 from service.backends.docker import create as docker_backend
 from service.backends.docker.agent_images import AGENTS, ensure_agent_image
@@ -86,7 +86,7 @@ def cmd_image_build(args: argparse.Namespace) -> int:
 def _list_deadline() -> float:
     """EXAMHALL_LIST_TIMEOUT_S, as the control plane reads it (a bad value is a SuiteError)."""
     try:
-        return FrontSettings.from_env().list_timeout_s
+        return front_settings().list_timeout_s
     except ValueError as exc:
         raise SuiteError(str(exc)) from None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
@@ -11,6 +10,7 @@ from typing import Any, TextIO
 import httpx
 
 from service import config
+from service.settings import get_settings
 
 TOKEN_ENV = "EXAMHALL_TOKEN"
 SERVER_ENV = "EXAMHALL_SERVER"
@@ -21,7 +21,7 @@ class ApiError(RuntimeError):
 
 
 def default_server() -> str:
-    return os.environ.get(SERVER_ENV) or "http://127.0.0.1:8000"
+    return get_settings().server
 
 
 def _check(response: httpx.Response) -> Any:
@@ -60,7 +60,10 @@ class Client:
     def __init__(self, base_url: str, token: str | None = None, timeout: float = 120.0) -> None:
         # Checked here, so a pasted token with a stray character is a clear error rather
         # than an encoding traceback from the HTTP library.
-        token = config.token(token, "--token") if token else config.env_token(TOKEN_ENV)
+        if token:
+            token = config.token(token, "--token")
+        else:
+            token = config.token(get_settings().token, TOKEN_ENV)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=base_url, timeout=timeout, headers=headers)
 

@@ -1,28 +1,35 @@
-"""Reading the operator's EXAMHALL_* settings, each checked where it enters.
+"""Checking the operator's EXAMHALL_* settings where they are used.
 
-A bad setting is a ConfigError whose message names the variable, says what is wrong with
-it and what to do; the command line prints it as `examhall: ...` and exits 2, never with
-a traceback. Secrets (tokens, database passwords) are never echoed back.
+The settings themselves, their defaults and their parsing are service.settings; this
+module checks what only its use can (a database URL parses and has a driver, a token has
+only the characters a header can carry). A bad setting is a ConfigError whose message
+names the variable, says what is wrong with it and what to do; the command line prints it
+as `examhall: ...` and exits 2, never with a traceback. Secrets (tokens, database
+passwords) are never echoed back.
 """
 
 from __future__ import annotations
 
-import os
-
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-DATABASE_URL_ENV = "EXAMHALL_DATABASE_URL"
-DEFAULT_DATABASE_URL = "sqlite:///examhall.db"
-MAX_CONTAINERS_ENV = "EXAMHALL_MAX_CONTAINERS"
+from service.settings import ConfigError, env_name, get_settings
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "ConfigError",
+    "database_url",
+    "database_url_text",
+    "max_containers",
+    "shown_url",
+    "token",
+]
+
+DATABASE_URL_ENV = env_name("database_url")
 
 # What an HTTP header value can carry without anyone's library mangling or refusing it;
 # examhall's own tokens are exh_ plus hex.
 _TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
-
-
-class ConfigError(ValueError):
-    """A setting the operator has to fix."""
 
 
 def token(value: str | None, name: str) -> str | None:
@@ -46,34 +53,13 @@ def token(value: str | None, name: str) -> str | None:
     return stripped
 
 
-def env_token(name: str) -> str | None:
-    return token(os.environ.get(name), name)
-
-
-def positive_int(name: str, default: int) -> int:
-    """The environment variable `name` as a positive integer, or `default` when unset."""
-    value = os.environ.get(name)
-    if value is None or not value.strip():
-        return default
-    try:
-        number = int(value.strip())
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ConfigError(
-            f"{name}={value!r} is not a positive integer; set it to a whole number such as "
-            f"{default}, or unset it for the default ({default})."
-        )
-    return number
-
-
 def max_containers() -> int:
     """EXAMHALL_MAX_CONTAINERS: the box's cap on trial containers at once (default: CPUs)."""
-    return positive_int(MAX_CONTAINERS_ENV, os.cpu_count() or 1)
+    return get_settings().max_containers
 
 
 def database_url_text() -> str:
-    return os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+    return get_settings().database_url
 
 
 def database_url(text: str | None = None) -> URL:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from service import __version__
 from service.domain.job_spec import Harness, JobRequest, JobSpec, ModelSpec, VariantSpec
 from service.domain.status import JobStatus
 from service.providers import ProviderRegistry, default_model
+from service.settings import get_settings
 from service.store.models import Job, Suite, queued_trial
 from service.suites import load_suite, shipped_dir, shipped_suites
 
@@ -70,7 +70,7 @@ class Design:
 
 
 def docs_sets_dir() -> Path:
-    return Path(os.environ.get("EXAMHALL_DOCS_DIR") or shipped_dir() / "docs")
+    return get_settings().docs_dir or shipped_dir() / "docs"
 
 
 def registered_docs() -> list[str]:

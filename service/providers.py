@@ -25,6 +25,7 @@ from typing import Any, Literal
 from sandbox.conversation import ProviderError
 from sandbox.providers.pricing import Price
 from sandbox.simulated import parse_coin
+from service.settings import get_settings
 
 BUILT_IN = ("faux", "simulated")
 KINDS = ("openai", "anthropic")
@@ -120,7 +121,7 @@ class ProviderRegistry:
     @classmethod
     def load(cls, path: str | Path | None = None) -> ProviderRegistry:
         """From `path`, else EXAMHALL_PROVIDERS, else ./providers.toml when it exists."""
-        explicit = path or os.environ.get("EXAMHALL_PROVIDERS")
+        explicit = path or get_settings().providers
         file = Path(explicit) if explicit else Path(DEFAULT_FILE)
         if not file.exists():
             if explicit:
@@ -178,8 +179,8 @@ class ProviderRegistry:
 
 def default_model() -> tuple[str, str] | None:
     """The box's default model, when both halves are set; an error when only one is."""
-    provider = os.environ.get("EXAMHALL_DEFAULT_PROVIDER") or None
-    model = os.environ.get("EXAMHALL_DEFAULT_MODEL") or None
+    settings = get_settings()
+    provider, model = settings.default_provider, settings.default_model
     if (provider is None) != (model is None):
         raise ValueError(
             "Set both EXAMHALL_DEFAULT_PROVIDER and EXAMHALL_DEFAULT_MODEL, or neither; "

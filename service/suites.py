@@ -25,6 +25,7 @@ from sandbox.protocol import (
 from service.backends.protocol import LaunchSpec
 from service.launch.conversation import SandboxRun
 from service.launch.launcher import Launcher
+from service.settings import get_settings
 
 MAX_SUITE_BYTES = 1024 * 1024
 # For callers that give none; the CLI and the control plane use EXAMHALL_LIST_TIMEOUT_S.
@@ -69,7 +70,7 @@ def suite_sha256(bundle: SuiteBundle) -> str:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("EXAMHALL_CACHE_DIR") or os.path.join(
+    base = get_settings().cache_dir or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "examhall"
     )
     return Path(base) / "cases"

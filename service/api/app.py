@@ -25,7 +25,7 @@ from service.api.body_limit import BodyLimit
 from service.api.context import Context, Ctx
 from service.api.report_schema import Report
 from service.api.schemas import ErrorBody, EventView, JobCreated, JobView, TrialView
-from service.api.settings import FrontSettings
+from service.api.settings import FrontSettings, front_settings
 from service.api.stream import JobWatch, job_events
 from service.api.views import (
     cancel_job,
@@ -54,6 +54,7 @@ from service.listing import Lister, ListingBusy
 from service.providers import ProviderRegistry
 from service.report.build import render_text
 from service.scheduler import Scheduler
+from service.settings import get_settings
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Artifact, Job, Trial
 from service.store.models import Event as EventRow
@@ -85,9 +86,9 @@ def create_app(
     admin_token = (
         config.token(admin_token, "admin_token")
         if admin_token
-        else config.env_token(ADMIN_TOKEN_ENV)
+        else config.token(get_settings().admin_token, ADMIN_TOKEN_ENV)
     )
-    front = settings or FrontSettings.from_env()
+    front = settings or front_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

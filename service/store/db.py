@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +12,13 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
-DEFAULT_URL = "sqlite:///examhall.db"
+from service.settings import get_settings
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
 def database_url() -> str:
-    return os.environ.get("EXAMHALL_DATABASE_URL") or DEFAULT_URL
+    return get_settings().database_url
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -8,7 +8,6 @@ that exists, unless it is asked to create it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sqlalchemy import Engine, inspect
@@ -17,6 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from service import config
 from service.config import ConfigError
+from service.settings import get_settings
 from service.store.db import make_engine, migrate
 
 _CREATE_HINT = (
@@ -30,7 +30,7 @@ def describe(url: URL) -> str:
     """Which store a command uses, and why that one (for its first line on stderr)."""
     source = (
         f"from {config.DATABASE_URL_ENV}"
-        if os.environ.get(config.DATABASE_URL_ENV)
+        if "database_url" in get_settings().model_fields_set
         else f"the default: {config.DATABASE_URL_ENV} is not set"
     )
     return f"Using the store {config.shown_url(url)} ({source})."

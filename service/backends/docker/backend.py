@@ -7,7 +7,6 @@ in every case. Which containers are examhall's, and whose, the labels say.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from service.backends.protocol import (
     SandboxExit,
 )
 from service.owners import instance_id
+from service.settings import get_settings
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,7 @@ class DockerSettings:
     runtime: str | None = None
     network: str = "none"
     # For direct-credentials trials, which call their provider themselves.
-    direct_network: str = field(
-        default_factory=lambda: os.environ.get("EXAMHALL_DIRECT_NETWORK") or "bridge"
-    )
+    direct_network: str = field(default_factory=lambda: get_settings().direct_network)
     owner: str = field(default_factory=instance_id)
     # When set, containers carry it as a label and `reap` looks at no other container: a test
     # run gives itself a scope of its own, so that on an engine shared with live control

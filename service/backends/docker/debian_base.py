@@ -21,6 +21,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from service.settings import get_settings
+
 Progress = Callable[[str], None]
 
 DEBIAN_BASE_REPO = "examhall/debian-base"
@@ -91,7 +93,7 @@ def pull_if_missing(client: docker.DockerClient, ref: str, progress: Progress) -
 def debian_suite() -> str:
     """The Debian release to bootstrap: $EXAMHALL_DEBIAN_SUITE, else the host's own release
     when it is a Debian one with python3 >= 3.11, else bookworm."""
-    configured = os.environ.get(SUITE_ENV, "").strip()
+    configured = get_settings().debian_suite
     if configured:
         if not _SUITE_PATTERN.fullmatch(configured):
             raise ImageBuildError(
@@ -106,7 +108,7 @@ def debian_suite() -> str:
 def find_mirror(suite: str, apt_dir: Path = Path("/etc/apt")) -> str | None:
     """The Debian mirror to bootstrap from: $EXAMHALL_DEBIAN_MIRROR, else the first apt source
     of this host that serves `suite`, else None (debootstrap's own default)."""
-    configured = os.environ.get(MIRROR_ENV, "").strip()
+    configured = get_settings().debian_mirror
     if configured:
         return configured
     for path in sorted((apt_dir / "sources.list.d").glob("*.sources")):

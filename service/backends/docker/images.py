@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import tarfile
 import time
 from collections import deque
@@ -24,6 +23,7 @@ import docker
 import docker.errors
 
 from service.backends.docker.debian_base import ImageBuildError, Progress, resolve_base
+from service.settings import Settings, get_settings
 
 __all__ = [
     "BASE_ENV",
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 SANDBOX_REPO = "examhall/sandbox"
-DEFAULT_BASE = "python:3.12-slim"
+DEFAULT_BASE: str = Settings.model_fields["sandbox_base"].default
 BASE_ENV = "EXAMHALL_SANDBOX_BASE"
 HASH_LABEL = "examhall.content-hash"
 BASE_LABEL = "examhall.base"
@@ -93,7 +93,7 @@ def repo_root() -> Path:
 
 def sandbox_base(base: str | None = None) -> str:
     """The base image to build on: the argument, else $EXAMHALL_SANDBOX_BASE, else the default."""
-    return base or os.environ.get(BASE_ENV, "").strip() or DEFAULT_BASE
+    return base or get_settings().sandbox_base
 
 
 def load_context(root: Path | None = None) -> BuildContext:

@@ -1,0 +1,296 @@
+"""Every EXAMHALL_* setting the control plane and its command line read, in one place.
+
+`get_settings()` reads them from the environment each time it is called, so a change to
+the environment (a test's monkeypatch.setenv) takes effect at the next read. A value that
+is not valid is a ConfigError, raised when that setting is read, whose message names the
+variable, says what is wrong with it and what to do; the command line prints it as
+`examhall: ...` and exits 2. A bad value stops only what reads it. Some settings
+are checked further where they are used (the database URL when it is opened, a token's
+characters, the Debian suite's name, both halves of the default model): those messages
+stay where they are.
+
+An unset variable and an empty one mean the same: the default. For the settings in
+_BLANK_IS_UNSET, a value of only whitespace does too (they were always read stripped).
+
+Not settings of the service: what compose reads from .env (EXAMHALL_IMAGE, _BOX_BASE,
+_POSTGRES_IMAGE, _POSTGRES_PASSWORD, _PORT, _BIND, _ENV_FILE; service/box.py writes them),
+the canary's credential name, and the tests' own EXAMHALL_TEST_* variables. The sandbox
+reads none of these: it is stdlib-only and never imports service.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, ValidationInfo
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "EXAMHALL_"
+
+# Read stripped: only whitespace is the default, as an empty value is.
+_BLANK_IS_UNSET = frozenset(
+    {
+        "max_containers",
+        "sandbox_base",
+        "debian_suite",
+        "debian_mirror",
+        "list_timeout_s",
+        "max_planned_trials",
+        "max_variants",
+        "max_body_bytes",
+        "cookie_secure",
+        "session_ttl_s",
+        "stream_recheck_s",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """A setting the operator has to fix."""
+
+
+def env_name(field: str) -> str:
+    """The environment variable of the Settings field `field`."""
+    return ENV_PREFIX + field.upper()
+
+
+def _cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+def _positive_int(value: Any, info: ValidationInfo) -> int:
+    """A positive whole number; anything else a ConfigError naming the variable."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        default = _cpu_count()
+        raise ConfigError(
+            f"{env_name(str(info.field_name))}={value!r} is not a positive integer; set it to "
+            f"a whole number such as {default}, or unset it for the default ({default})."
+        )
+    return number
+
+
+def _stripped(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+PositiveInt = Annotated[int, BeforeValidator(_positive_int)]
+Stripped = Annotated[str, BeforeValidator(_stripped)]
+
+
+class _Environment(EnvSettingsSource):
+    """EXAMHALL_* variables spelled in capitals only (as they were always read), with a
+    value of only whitespace left out for the settings that are read stripped."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {
+            name.lower(): value
+            for name, value in os.environ.items()
+            if name.startswith(ENV_PREFIX) and name == name.upper() and value != ""
+        }
+
+    def prepare_field_value(
+        self, field_name: str, field: FieldInfo, value: Any, value_is_complex: bool
+    ) -> Any:
+        if field_name in _BLANK_IS_UNSET and isinstance(value, str) and not value.strip():
+            return None
+        return super().prepare_field_value(field_name, field, value, value_is_complex)
+
+
+class Settings(BaseSettings):
+    """The control plane's settings; each field is read from EXAMHALL_<FIELD>."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", frozen=True, env_ignore_empty=True
+    )
+
+    # The store.
+    database_url: str = Field(
+        default="sqlite:///examhall.db",
+        description="SQLAlchemy URL of the store (SQLite in WAL mode, or PostgreSQL); "
+        "migrations run on start",
+    )
+    max_containers: PositiveInt = Field(
+        default_factory=_cpu_count,
+        description="trials running at once on this box (default: the CPU count)",
+    )
+    # Images.
+    sandbox_base: Stripped = Field(
+        default="python:3.12-slim", description="base image of the sandbox"
+    )
+    debian_suite: Stripped | None = Field(
+        default=None,
+        description="the bootstrapped base's Debian suite (default: the host's release, "
+        "else bookworm)",
+    )
+    debian_mirror: Stripped | None = Field(
+        default=None,
+        description="the bootstrapped base's Debian mirror (default: the host's apt sources)",
+    )
+    # Where things live.
+    docs_dir: Path | None = Field(
+        default=None,
+        description="where registered docs sets live, one folder of .md files per set "
+        "(default: evals/docs/)",
+    )
+    cache_dir: Path | None = Field(
+        default=None,
+        description="where listed suites' case ids are cached (default: "
+        "$XDG_CACHE_HOME/examhall, else ~/.cache/examhall)",
+    )
+    providers: Path | None = Field(
+        default=None,
+        description="the providers file (default: ./providers.toml when it exists)",
+    )
+    # Tokens and the client.
+    admin_token: str | None = Field(
+        default=None,
+        description="a bearer token the control plane accepts as an admin's",
+    )
+    server: str = Field(
+        default="http://127.0.0.1:8000",
+        description="the control plane URL of examhall submit, cancel and report",
+    )
+    token: str | None = Field(
+        default=None, description="the API token of examhall submit, cancel and report"
+    )
+    # Models.
+    default_provider: str | None = Field(
+        default=None, description="the provider of jobs that name no model; both or neither"
+    )
+    default_model: str | None = Field(
+        default=None, description="the model id of jobs that name no model; both or neither"
+    )
+    direct_network: str = Field(
+        default="bridge", description="the Docker network of direct-credentials trials"
+    )
+    # The front door: what one request may ask of the box, how the UI's sessions behave.
+    # Listing an uploaded suite imports it in a container; an import is quick, so a slow
+    # one is a hostile or broken suite and should not hold a container for long.
+    list_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        le=600,
+        description="deadline of listing an uploaded suite's cases in its container, and "
+        "of waiting for a container slot to do it",
+    )
+    # One job's plan: cases x variants x rounds. Every read of a job scans its trials.
+    max_planned_trials: int = Field(
+        default=5000, ge=1, description="trials one job may plan, cases x variants x rounds"
+    )
+    max_variants: int = Field(default=8, ge=1, description="variants one job may name")
+    # A suite (1 MiB) and a docs bundle (1 MiB), JSON-escaped, fit with room to spare.
+    max_body_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="largest request body in bytes; a larger one answers 413",
+    )
+    # Set behind a TLS-terminating proxy, where the control plane itself sees plain HTTP.
+    cookie_secure: bool = Field(
+        default=False, description="true marks the web UI's session cookie Secure"
+    )
+    session_ttl_s: int = Field(
+        default=12 * 3600, ge=60, description="lifetime of a web UI session in seconds"
+    )
+    # How often a live event stream checks that its caller's token is still valid.
+    stream_recheck_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="how often an event stream re-checks its caller's token; a revoked "
+        "one ends the stream",
+    )
+
+    # The bad values of a Settings from get_settings(), by field; see there.
+    _problems: dict[str, list[ErrorDetails]] = PrivateAttr(default_factory=dict)
+
+    def checked(self, *names: str) -> Settings:
+        """These settings, once the named ones (all, if none is named) are valid; else a
+        ConfigError naming every bad one among them."""
+        wanted = names or tuple(type(self).model_fields)
+        errors = [error for name in wanted for error in self._problems.get(name, [])]
+        if errors:
+            raise ConfigError(_explain(errors))
+        return self
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # Only a field left out by get_settings() for its bad value gets here.
+            private = object.__getattribute__(self, "__pydantic_private__") or {}
+            errors = private.get("_problems", {}).get(name)
+            if errors:
+                raise ConfigError(_explain(errors))
+            return super().__getattr__(name)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Arguments first, then the environment; no .env file or secrets directory.
+        return init_settings, _Environment(settings_cls)
+
+
+def get_settings() -> Settings:
+    """The settings as the environment has them now.
+
+    Each setting is checked on its own, as it always was where it was read: a bad value
+    is a ConfigError naming it when that setting is read (or `checked`), and does not
+    stop a command that never reads it (`examhall submit` with a bad
+    EXAMHALL_MAX_CONTAINERS in its environment)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        errors = exc.errors()
+    bad = {str(error["loc"][0]) for error in errors}
+    fields = Settings.model_fields
+    # The good ones validated as usual, with the bad ones held at their defaults...
+    good = Settings(**{name: fields[name].get_default(call_default_factory=True) for name in bad})
+    # ...and then the bad ones taken out, so that reading one raises its own error.
+    settings = Settings.model_construct(
+        _fields_set=good.model_fields_set - bad,
+        **{name: value for name, value in good.__dict__.items() if name not in bad},
+    )
+    for name in bad:
+        del settings.__dict__[name]
+    settings._problems = {
+        name: [error for error in errors if error["loc"][0] == name] for name in bad
+    }
+    return settings
+
+
+def _explain(errors: list[ErrorDetails]) -> str:
+    """One message for every bad value: a ConfigError's own, else pydantic's with the
+    variable's name."""
+    own: list[str] = []
+    problems: list[str] = []
+    for error in errors:
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, ConfigError):
+            own.append(str(cause))
+        else:
+            name = ".".join(map(str, error["loc"]))
+            problems.append(f"{env_name(name)}: {error['msg']}")
+    if problems:
+        own.append(f"Invalid setting: {'; '.join(problems)}.")
+    return " ".join(own)
