@@ -40,12 +40,11 @@ from service.api.views import (
 from service.artifact_names import artifact_name_problem, content_disposition
 from service.backends.docker import DockerBackend, DockerSettings
 from service.domain.job_spec import JobRequest
-from service.jobs import (
+from service.domain.planner import (
     JobInputError,
     check_models,
     check_plan_size,
     check_variant_count,
-    create_job,
     resolve_design,
     resolve_suite,
     select_cases,
@@ -55,6 +54,7 @@ from service.providers import ProviderRegistry
 from service.report.build import render_text
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
+from service.store.jobs import create_job
 from service.store.models import Artifact, Job, Trial
 from service.store.models import Event as EventRow
 from service.suites import SuiteError

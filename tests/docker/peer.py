@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 
 from service.domain.job_spec import JobRequest, ModelSpec
-from service.jobs import create_job, resolve_design
+from service.domain.planner import resolve_design
 from service.store.db import make_engine, session_factory
+from service.store.jobs import create_job
 from service.store.models import Plane, Team, Trial
 from service.suites import load_suite
 
