@@ -16,27 +16,20 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel
-from sqlalchemy import select, text
 from starlette.concurrency import run_in_threadpool
 
 from service import __version__, config, images
 from service.api import allow, metrics
+from service.api.access import NOT_FOUND, get_job, get_trial, newest_jobs
 from service.api.auth import UNAUTHORIZED, Admin, Caller, principal, resolve
 from service.api.body_limit import BodyLimit
+from service.api.cancel import cancel_job
 from service.api.context import Context, Ctx
 from service.api.report_schema import Report
 from service.api.schemas import ErrorBody, EventView, JobCreated, JobView, TrialView
 from service.api.settings import FrontSettings
 from service.api.stream import JobWatch, job_events
-from service.api.views import (
-    cancel_job,
-    get_job,
-    get_trial,
-    job_report,
-    job_view,
-    trial_view,
-    visible_jobs,
-)
+from service.api.views import job_report, job_view, trial_view
 from service.artifact_names import artifact_name_problem, content_disposition
 from service.backends.docker import DockerBackend, DockerSettings
 from service.domain.job_spec import JobRequest
@@ -53,10 +46,10 @@ from service.listing import Lister, ListingBusy
 from service.providers import ProviderRegistry
 from service.report.build import render_text
 from service.scheduler import Scheduler
+from service.store import trials
 from service.store.db import make_engine, migrate, session_factory
 from service.store.jobs import create_job
-from service.store.models import Artifact, Job, Trial
-from service.store.models import Event as EventRow
+from service.store.queries import ping
 from service.suites import SuiteError
 from service.web.routes import register_web
 
@@ -140,7 +133,6 @@ def create_app(
     return app
 
 
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 # One event of the job stream (each `data` is a JSON object; see service/api/stream.py).
 SSE_EVENT: dict[str, Any] = {
     "type": "object",
@@ -222,8 +214,7 @@ def _routes(app: FastAPI) -> None:
         c: Ctx, caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> list[JobView]:
         with c.sessions() as session:
-            query = visible_jobs(caller).order_by(Job.created_at.desc()).limit(limit)
-            return [job_view(session, job) for job in session.scalars(query).all()]
+            return [job_view(session, job) for job in newest_jobs(session, caller, limit)]
 
     @v1.get("/jobs/{job_id}", response_model=JobView, responses=NOT_FOUND)
     def get_one_job(job_id: str, c: Ctx, caller: Caller) -> JobView:
@@ -240,7 +231,9 @@ def _routes(app: FastAPI) -> None:
         "cancelled job changes nothing; a finished job cannot be cancelled (409).",
     )
     def cancel(job_id: str, c: Ctx, caller: Caller) -> JobView:
-        return cancel_job(c, caller, job_id)
+        cancel_job(c, caller, job_id)
+        with c.sessions() as session:
+            return job_view(session, get_job(session, caller, job_id))
 
     @v1.get(
         "/jobs/{job_id}/stream",
@@ -279,10 +272,7 @@ def _routes(app: FastAPI) -> None:
     def job_trials(job_id: str, c: Ctx, caller: Caller) -> list[TrialView]:
         with c.sessions() as session:
             get_job(session, caller, job_id)
-            trials = session.scalars(
-                select(Trial).where(Trial.job_id == job_id).order_by(Trial.order, Trial.attempt)
-            ).all()
-            return [trial_view(session, t) for t in trials]
+            return [trial_view(session, t) for t in trials.job_trials(session, job_id)]
 
     @v1.get("/trials/{trial_id}", response_model=TrialView, responses=NOT_FOUND)
     def get_one_trial(trial_id: str, c: Ctx, caller: Caller) -> TrialView:
@@ -302,12 +292,7 @@ def _routes(app: FastAPI) -> None:
     ) -> list[EventView]:
         with c.sessions() as session:
             get_trial(session, caller, trial_id)
-            rows = session.scalars(
-                select(EventRow)
-                .where(EventRow.trial_id == trial_id, EventRow.seq > after)
-                .order_by(EventRow.seq)
-                .limit(limit)
-            ).all()
+            rows = trials.events_after(session, trial_id, after, limit)
             return [EventView(seq=r.seq, type=r.type, payload=r.payload) for r in rows]
 
     @v1.get(
@@ -329,9 +314,7 @@ def _routes(app: FastAPI) -> None:
             get_trial(session, caller, trial_id)
             artifact = None
             if artifact_name_problem(name) is None:
-                artifact = session.scalar(
-                    select(Artifact).where(Artifact.trial_id == trial_id, Artifact.name == name)
-                )
+                artifact = trials.find_artifact(session, trial_id, name)
             if artifact is None:
                 raise HTTPException(404, f"Trial {trial_id} has no artifact {name!r}.")
             media = (
@@ -404,7 +387,7 @@ class Health(BaseModel):
 def _check_database(c: Context) -> str:
     try:
         with c.sessions() as session:
-            session.execute(text("SELECT 1"))
+            ping(session)
     except Exception as exc:  # any failure is the answer, not a crash of the probe
         return f"unreachable: {type(exc).__name__}"
     return "ok"
