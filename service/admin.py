@@ -6,14 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import config
+from service.store import teams as stored
 from service.store.db import session_factory
-from service.store.models import Job, Team, Token
 from service.store.opening import describe, open_existing
-from service.store.queries import dict_of
 from service.teams import TeamError, create_team, create_token, find_team, revoke_tokens
 
 
@@ -47,15 +45,10 @@ def cmd_create_token(args: argparse.Namespace) -> int:
 
 def cmd_teams(args: argparse.Namespace) -> int:
     with _sessions(args)() as session:
-        jobs = dict_of(session, select(Job.team_id, func.count()).group_by(Job.team_id))
-        tokens = dict_of(
-            session,
-            select(Token.team_id, func.count())
-            .where(Token.revoked_at.is_(None))
-            .group_by(Token.team_id),
-        )
+        jobs = stored.jobs_per_team(session)
+        tokens = stored.live_tokens_per_team(session)
         print(f"{'team':24} {'max containers':>14} {'tokens':>6} {'jobs':>6}")
-        for team in session.scalars(select(Team).order_by(Team.name)):
+        for team in stored.teams_by_name(session):
             cap = str(team.max_containers) if team.max_containers else "-"
             print(f"{team.name:24} {cap:>14} {tokens.get(team.id, 0):>6} {jobs.get(team.id, 0):>6}")
     return 0

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 import httpx
 
 from service import config
+from service.domain.status import JobStatus
 from service.settings import get_settings
 
 TOKEN_ENV = "EXAMHALL_TOKEN"
@@ -125,7 +126,8 @@ def progress_line(counts: dict[str, Any], width: int = 30) -> str:
     done = min(counts["finished"], planned)
     filled = round(width * done / planned)
     bar = "#" * filled + "." * (width - filled)
-    status = "" if counts["status"] in ("queued", "running") else f"  {counts['status']}"
+    active = (JobStatus.QUEUED, JobStatus.RUNNING)
+    status = "" if counts["status"] in active else f"  {counts['status']}"
     return (
         f"[{bar}] {done}/{planned} trials  running {counts['running']}  "
         f"passed {counts['passed']}  failed {counts['failed']}  error {counts['error']}{status}"

@@ -12,6 +12,7 @@ import httpx
 
 from sandbox.protocol import ModelRef
 from service.client import ApiError, Client, default_server
+from service.domain.status import JobStatus
 
 SUITE_HELP = "a suite file (.py, uploaded) or the name of a suite the server ships"
 
@@ -56,7 +57,7 @@ def follow_and_report(client: Client, job_id: str) -> int:
     headline is withheld, 3 when the job was cancelled."""
     job = client.wait(job_id)
     print(client.report_text(job_id), end="")
-    if job["status"] == "cancelled":
+    if job["status"] == JobStatus.CANCELLED:
         return 3
     withheld = [c for c in client.report_json(job_id).get("comparisons", []) if not c["headline"]]
     return 1 if withheld else 0

@@ -11,14 +11,12 @@ import hashlib
 import hmac
 import re
 import secrets
-import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.store.models import Team, Token
+from service.store import teams as stored
+from service.store.models import Team
 
 TOKEN_PREFIX = "exh_"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -41,10 +39,6 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 def create_team(session: Session, name: str, max_containers: int | None = None) -> Team:
     if not _NAME.fullmatch(name):
         raise TeamError(
@@ -53,21 +47,13 @@ def create_team(session: Session, name: str, max_containers: int | None = None) 
         )
     if max_containers is not None and max_containers < 1:
         raise TeamError(f"max_containers must be at least 1, not {max_containers}.")
-    if session.scalar(select(Team).where(Team.name == name)) is not None:
+    if stored.team_by_name(session, name) is not None:
         raise TeamError(f"Team {name!r} already exists.")
-    team = Team(
-        id=f"team-{uuid.uuid4().hex[:12]}",
-        name=name,
-        max_containers=max_containers,
-        created_at=_now(),
-    )
-    session.add(team)
-    session.flush()
-    return team
+    return stored.add_team(session, name, max_containers)
 
 
 def find_team(session: Session, name: str) -> Team:
-    team = session.scalar(select(Team).where(Team.name == name))
+    team = stored.team_by_name(session, name)
     if team is None:
         raise TeamError(
             f"No team {name!r}. Create it with `examhall admin create-team {name}`, or list "
@@ -79,17 +65,7 @@ def find_team(session: Session, name: str) -> Team:
 def create_token(session: Session, team: Team | None) -> str:
     """A new token for `team` (an admin token when None). Returned once, stored hashed."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    session.add(
-        Token(
-            id=f"token-{uuid.uuid4().hex[:12]}",
-            team_id=team.id if team else None,
-            admin=team is None,
-            sha256=hash_token(token),
-            prefix=token[:12],
-            created_at=_now(),
-        )
-    )
-    session.flush()
+    stored.add_token(session, team.id if team else None, hash_token(token), token[:12])
     return token
 
 
@@ -107,14 +83,12 @@ def principal_of(
     compared in constant time so response timing does not reveal how much of a guess matched."""
     if admin_token and hmac.compare_digest(token_sha256, hash_token(admin_token)):
         return Principal(team_id=None, name="admin", admin=True)
-    row = session.scalar(
-        select(Token).where(Token.sha256 == token_sha256, Token.revoked_at.is_(None))
-    )
+    row = stored.live_token(session, token_sha256)
     if row is None:
         return None
     if row.admin:
         return Principal(team_id=None, name="admin", admin=True)
-    team = session.get(Team, row.team_id)
+    team = stored.team_by_id(session, row.team_id) if row.team_id else None
     if team is None:
         return None
     return Principal(team_id=team.id, name=team.name, admin=False)
@@ -124,9 +98,4 @@ def revoke_tokens(session: Session, prefix: str) -> int:
     """Revoke the live tokens that start with `prefix` (as `admin tokens` lists them)."""
     if len(prefix) < 8:
         raise TeamError("Give at least the first 8 characters of the token to revoke.")
-    rows = session.scalars(
-        select(Token).where(Token.prefix.startswith(prefix[:12]), Token.revoked_at.is_(None))
-    ).all()
-    for row in rows:
-        row.revoked_at = _now()
-    return len(rows)
+    return stored.revoke_tokens(session, prefix[:12])

@@ -20,17 +20,18 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from service.api.views import job_counts, job_report
-from service.store.models import Job, Trial
+from service.domain.status import JobStatus
+from service.store.jobs import find_job
+from service.store.trials import started_trials
 
 POLL_S = 0.5
 REPORT_EVERY_S = 2.0
 KEEPALIVE_S = 15.0
-DONE = ("finished", "cancelled")
+DONE = (JobStatus.FINISHED, JobStatus.CANCELLED)
 
 
 def sse(event: str, data: dict[str, Any]) -> str:
@@ -79,21 +80,10 @@ class JobWatch:
         """The events to send now, and whether the job is over."""
         out: list[str] = []
         with self.sessions() as session:
-            job = session.get(Job, self.job_id)
+            job = find_job(session, self.job_id)
             if job is None:  # deleted under us; nothing more will come
                 return [sse("end", {"status": "gone"})], True
-            rows = session.execute(
-                select(
-                    Trial.id,
-                    Trial.case_id,
-                    Trial.variant,
-                    Trial.round,
-                    Trial.attempt,
-                    Trial.status,
-                    Trial.outcome,
-                ).where(Trial.job_id == self.job_id, Trial.status != "queued")
-            ).all()
-            for row in rows:
+            for row in started_trials(session, self.job_id):
                 if self.trials.get(row.id) != row.status:
                     self.trials[row.id] = row.status
                     out.append(sse("trial", dict(row._mapping)))

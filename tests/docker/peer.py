@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 
 from service.domain.job_spec import JobRequest, ModelSpec
-from service.jobs import create_job, resolve_design
+from service.domain.planner import resolve_design
+from service.domain.status import JobStatus, TrialStatus
 from service.store.db import make_engine, session_factory
+from service.store.jobs import create_job
 from service.store.models import Plane, Team, Trial
 from service.suites import load_suite
 
@@ -39,8 +41,8 @@ def peer_running_job(database_url: str, team: str | None = None) -> str:
             session.flush()
             now = datetime.now(UTC).replace(tzinfo=None)
             for trial in session.scalars(select(Trial).where(Trial.job_id == job.id)):
-                trial.status, trial.owner, trial.started_at = "running", PEER, now
-            job.status = "running"
+                trial.status, trial.owner, trial.started_at = TrialStatus.RUNNING, PEER, now
+            job.status = JobStatus.RUNNING
             # Beating far ahead, so no recovery pass takes its trial over during a test.
             if session.get(Plane, PEER) is None:
                 session.add(Plane(owner=PEER, started_at=now, seen_at=now + timedelta(days=1)))

@@ -22,9 +22,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.backends.fake import FakeBackend, FakeWorker
 from service.domain.job_spec import JobRequest
-from service.jobs import create_job, resolve_design
+from service.domain.planner import resolve_design
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
+from service.store.jobs import create_job
 from service.store.models import Job
 from service.suites import load_suite
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.domain.job_spec import JobRequest
-from service.jobs import JobInputError, plan, resolve_design
+from service.domain.planner import JobInputError, plan, resolve_design
 
 
 def _arms(planned: list, case_id: str, round_: int) -> list[str]:  # type: ignore[type-arg]

@@ -1,26 +1,18 @@
-"""Turning a job request into stored, ordered trials."""
+"""Turning a job request into a design and an ordered plan of trials, checked against the
+box's limits, its suites and its providers. Storing them is service/store/jobs.py's."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 
-from sqlalchemy.orm import Session
-
-from sandbox.prompt import section_marker
 from sandbox.protocol import CaseInfo, SuiteBundle
-from service import __version__
+from service.domain.docs_sets import DocsSetError, load_docs
 from service.domain.job_spec import Harness, JobRequest, JobSpec, ModelSpec, VariantSpec
-from service.domain.status import JobStatus
 from service.providers import ProviderRegistry, default_model
-from service.settings import get_settings
-from service.store.models import Job, Suite, queued_trial
-from service.suites import load_suite, shipped_dir, shipped_suites
+from service.suites import load_suite, shipped_suites
 
 DEFAULT_VARIANT = "default"
 
@@ -69,34 +61,6 @@ class Design:
     cases: tuple[str, ...] = ()
 
 
-def docs_sets_dir() -> Path:
-    return get_settings().docs_dir or shipped_dir() / "docs"
-
-
-def registered_docs() -> list[str]:
-    root = docs_sets_dir()
-    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-
-
-def load_docs(name: str) -> dict[str, str]:
-    if name not in registered_docs():
-        known = ", ".join(registered_docs()) or "none"
-        raise JobInputError(
-            ("body", "docs"),
-            f"Unknown docs set {name!r}; this box has: {known}. "
-            'Or send the bundle itself as {"files": {"name.md": "..."}}.',
-        )
-    docs = {p.name: p.read_text() for p in sorted((docs_sets_dir() / name).glob("*.md"))}
-    for file, content in docs.items():
-        if marker := section_marker(content):
-            raise JobInputError(
-                ("body", "docs"),
-                f"Docs set {name}: {file} has a line {marker!r}, which would read as a section "
-                "of the system prompt; fix the file on the box.",
-            )
-    return docs
-
-
 def _box_default() -> ModelSpec | None:
     try:
         default = default_model()
@@ -139,7 +103,13 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
     docs_name = request.docs if isinstance(request.docs, str) else None
     docs: dict[str, str] | None = None
     if request.docs is not None:
-        docs = load_docs(request.docs) if isinstance(request.docs, str) else request.docs.files
+        if isinstance(request.docs, str):
+            try:
+                docs = load_docs(request.docs)
+            except DocsSetError as exc:
+                raise JobInputError(("body", "docs"), str(exc)) from None
+        else:
+            docs = request.docs.files
     resolved: dict[str, VariantSpec] = {}
     for name, harness in variants.items():
         model = harness.model or request.model or _box_default()
@@ -235,55 +205,20 @@ def check_models(
             raise JobInputError((*base, field), message)
 
 
-def create_job(
-    session: Session,
-    request: JobRequest,
-    bundle: SuiteBundle,
-    design: Design,
-    *,
-    image: str,
-    image_digest: str | None,
-    team_id: str | None = None,
-) -> Job:
-    sha = hashlib.sha256(bundle.source.encode()).hexdigest()
-    now = datetime.now(UTC).replace(tzinfo=None)
-    if session.get(Suite, sha) is None:
-        session.add(Suite(sha256=sha, name=bundle.name, source=bundle.source, created_at=now))
-        session.flush()  # no ORM relationship orders these inserts, so the suite goes first
-    cases = list(design.cases)
-    planned = plan(cases, request.rounds, design.arms)
+def job_spec(request: JobRequest, design: Design) -> JobSpec:
+    """What the job's row keeps: the request's settings with the design resolved."""
     docs_sha = (
         hashlib.sha256(json.dumps(design.docs, sort_keys=True).encode()).hexdigest()
         if design.docs is not None
         else None
     )
-    job = Job(
-        id=f"job-{uuid.uuid4().hex[:16]}",
-        status=JobStatus.QUEUED,
-        team_id=team_id,
-        suite_sha256=sha,
-        suite_name=bundle.name,
-        spec=JobSpec(
-            **request.model_dump(exclude={"suite", "docs", "variants", "cases", "baseline"}),
-            cases=cases,
-            variants=design.variants,
-            baseline=design.baseline,
-            arms=list(design.arms),
-            docs=design.docs,
-            docs_name=design.docs_name,
-            docs_sha256=docs_sha,
-        ).model_dump(mode="json"),
-        rounds=request.rounds,
-        seed=request.seed,
-        max_infra_retries=request.max_infra_retries,
-        planned=len(planned),
-        image=image,
-        image_digest=image_digest,
-        service_version=__version__,
-        created_at=now,
-        finished_at=None,
+    return JobSpec(
+        **request.model_dump(exclude={"suite", "docs", "variants", "cases", "baseline"}),
+        cases=list(design.cases),
+        variants=design.variants,
+        baseline=design.baseline,
+        arms=list(design.arms),
+        docs=design.docs,
+        docs_name=design.docs_name,
+        docs_sha256=docs_sha,
     )
-    session.add(job)
-    session.flush()
-    session.add_all(queued_trial(job.id, p.case_id, p.variant, p.round, p.order) for p in planned)
-    return job

@@ -1,0 +1,63 @@
+"""/healthz for probes (no token) and /metrics for Prometheus (an admin token)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel
+
+from service.api import metrics
+from service.api.access import NOT_FOUND
+from service.api.auth import UNAUTHORIZED, Admin
+from service.api.context import Context, Ctx
+from service.store.queries import ping
+
+router = APIRouter()
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    database: str
+    docker: str
+
+
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={**UNAUTHORIZED, **NOT_FOUND},
+    summary="Prometheus metrics (admin token)",
+)
+def prometheus(c: Ctx, _admin: Admin) -> PlainTextResponse:
+    with c.sessions() as session:
+        body = metrics.render(session, c.scheduler.running_count())
+    return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
+
+
+@router.get(
+    "/healthz",
+    responses={503: {"model": Health}},
+    response_model=Health,
+    summary="Database and Docker engine reachable (no token needed)",
+)
+def healthz(c: Ctx) -> JSONResponse:
+    checks = {"database": _check_database(c), "docker": _check_docker(c)}
+    healthy = all(v == "ok" for v in checks.values())
+    return JSONResponse(
+        Health(status="ok" if healthy else "unavailable", **checks).model_dump(),
+        status_code=200 if healthy else 503,
+    )
+
+
+def _check_database(c: Context) -> str:
+    try:
+        with c.sessions() as session:
+            ping(session)
+    except Exception as exc:  # any failure is the answer, not a crash of the probe
+        return f"unreachable: {type(exc).__name__}"
+    return "ok"
+
+
+def _check_docker(c: Context) -> str:
+    return c.backend.health()

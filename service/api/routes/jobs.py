@@ -1,0 +1,151 @@
+"""/v1/jobs: submit, list, read, cancel and follow jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from service.api.access import NOT_FOUND, get_job, newest_jobs
+from service.api.auth import Caller, resolve
+from service.api.cancel import cancel_job
+from service.api.context import Ctx
+from service.api.schemas import ErrorBody, JobCreated, JobView
+from service.api.stream import JobWatch, job_events
+from service.api.views import job_view
+from service.domain.job_spec import JobRequest
+from service.domain.planner import (
+    JobInputError,
+    check_models,
+    check_plan_size,
+    check_variant_count,
+    resolve_design,
+    resolve_suite,
+    select_cases,
+)
+from service.listing import ListingBusy
+from service.store.jobs import create_job
+from service.suites import SuiteError
+
+router = APIRouter()
+
+# One event of the job stream (each `data` is a JSON object; see service/api/stream.py).
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["trial", "counts", "report", "end"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+    "required": ["event", "data"],
+}
+
+
+@router.post(
+    "/jobs",
+    status_code=201,
+    response_model=JobCreated,
+    responses={
+        413: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+    },
+    summary="Submit an eval job",
+)
+async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
+    # Async: listing may wait for a container slot and then run one for up to
+    # EXAMHALL_LIST_TIMEOUT_S, which must hold neither the event loop nor a request
+    # thread (service/listing.py). The short steps around it run on the thread pool.
+    check_variant_count(body, c.settings.max_variants)
+    bundle = await run_in_threadpool(resolve_suite, body)
+    try:
+        infos = await c.lister.cases(bundle, caller.team_id)
+    except SuiteError as exc:
+        raise JobInputError(("body", "suite"), str(exc)) from None
+    except ListingBusy as exc:
+        raise HTTPException(503, str(exc), headers={"Retry-After": "10"}) from None
+
+    def plan_and_store() -> JobCreated:
+        cases = select_cases(body, [info.id for info in infos], bundle.name)
+        design = resolve_design(body, cases)
+        check_plan_size(body, design, c.settings.max_planned_trials)
+        check_models(body, design, infos, c.providers)
+        with c.sessions.begin() as session:
+            job = create_job(
+                session,
+                body,
+                bundle,
+                design,
+                image=c.image,
+                image_digest=c.image_digest,
+                team_id=caller.team_id,
+            )
+            return JobCreated(id=job.id, planned_trials=job.planned, status=job.status)
+
+    created = await run_in_threadpool(plan_and_store)
+    c.scheduler.wake()
+    return created
+
+
+@router.get("/jobs", response_model=list[JobView], summary="List jobs, newest first")
+def list_jobs(
+    c: Ctx, caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[JobView]:
+    with c.sessions() as session:
+        return [job_view(session, job) for job in newest_jobs(session, caller, limit)]
+
+
+@router.get("/jobs/{job_id}", response_model=JobView, responses=NOT_FOUND)
+def get_one_job(job_id: str, c: Ctx, caller: Caller) -> JobView:
+    with c.sessions() as session:
+        return job_view(session, get_job(session, caller, job_id))
+
+
+@router.delete(
+    "/jobs/{job_id}",
+    response_model=JobView,
+    responses={**NOT_FOUND, 409: {"model": ErrorBody}},
+    summary="Cancel a job",
+    description="Queued trials are dropped and running ones stopped (their containers "
+    "removed, their partial transcripts dropped); finished trials are kept. Cancelling a "
+    "cancelled job changes nothing; a finished job cannot be cancelled (409).",
+)
+def cancel(job_id: str, c: Ctx, caller: Caller) -> JobView:
+    cancel_job(c, caller, job_id)
+    with c.sessions() as session:
+        return job_view(session, get_job(session, caller, job_id))
+
+
+@router.get(
+    "/jobs/{job_id}/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": SSE_EVENT}},
+            "description": "Server-sent events: trial, counts, report, and end (last)",
+        },
+        **NOT_FOUND,
+    },
+    summary="Follow a job's progress",
+)
+def stream_job(job_id: str, request: Request, c: Ctx, caller: Caller) -> StreamingResponse:
+    with c.sessions() as session:
+        get_job(session, caller, job_id)
+
+    def still_allowed() -> bool:
+        # The same credential, asked again: revoked tokens and ended sessions fail.
+        now = resolve(c, request)
+        return now is not None and (now.admin or now.team_id == caller.team_id)
+
+    events = job_events(
+        JobWatch(c.sessions, job_id),
+        request.is_disconnected,
+        still_allowed,
+        recheck_s=c.settings.stream_recheck_s,
+    )
+    return StreamingResponse(
+        events,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
