@@ -415,8 +415,10 @@ def main() -> int:
     try:
         Worker(channel).run()
     except Exception:
-        # Past the point of reporting a result through the protocol: leave a trace for the
-        # control plane's log and a non-zero exit, which it records as a sandbox error.
+        # Past the point of reporting a result through the protocol: leave a trace on stderr
+        # and a non-zero exit. The root supervisor reports the death (supervisor.py,
+        # `death_result`): an agent_error during the agent's or judges' steps, else a
+        # sandbox_error.
         traceback.print_exc()
         return 70
     finally:
