@@ -24,9 +24,9 @@ from service import config, listen
 from service.admin import add_admin_commands
 from service.api.settings import front_settings
 from service.backends.docker import DockerBackend, DockerSettings, images
-from service.backends.docker import create as docker_backend
 from service.backends.docker.agent_images import AGENTS, ensure_agent_image
-from service.backends.protocol import FoundSandbox
+from service.backends.protocol import FoundSandbox, SandboxError
+from service.backends.registry import create_backend
 from service.box import add_box_commands
 from service.client import ApiError, Client
 from service.domain.job_spec import JobLimits, ModelSpec, VariantSpec
@@ -37,6 +37,7 @@ from service.providers import ProviderRegistry
 from service.remote import add_remote_commands
 from service.report.commands import add_commands as add_report_commands
 from service.scheduler.run_spec import run_spec
+from service.settings import get_settings
 from service.store.db import database_url
 from service.suites import SuiteError, list_cases, load_suite
 
@@ -56,9 +57,13 @@ def _client() -> docker.DockerClient:
         ) from None
 
 
-def _launcher(client: docker.DockerClient, quiet: bool = False) -> Launcher:
+def _launcher(quiet: bool = False) -> Launcher:
+    """A launcher on the box's backend (EXAMHALL_BACKEND), as the control plane has."""
     progress = (lambda _line: None) if quiet else _progress
-    return Launcher(docker_backend(progress, client))
+    try:
+        return Launcher(create_backend(get_settings().backend, progress))
+    except (SandboxError, ValueError) as exc:
+        raise SystemExit(f"examhall: {exc}") from None
 
 
 def _positive(kind: type[float] | type[int]) -> Any:
@@ -92,10 +97,9 @@ def _list_deadline() -> float:
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
-    client = _client()
     try:
         cases = list_cases(
-            _launcher(client, quiet=True), load_suite(args.suite), deadline_s=_list_deadline()
+            _launcher(quiet=True), load_suite(args.suite), deadline_s=_list_deadline()
         )
     except SuiteError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
@@ -157,7 +161,7 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
     except (SuiteError, ValueError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    launcher = _launcher(_client(), quiet=args.json)
+    launcher = _launcher(quiet=args.json)
     try:
         cases = list_cases(launcher, bundle, deadline_s=_list_deadline())
         infos = {info.id: info for info in cases}

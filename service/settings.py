@@ -129,7 +129,11 @@ class Settings(BaseSettings):
         default_factory=_cpu_count,
         description="trials running at once on this box (default: the CPU count)",
     )
-    # Images.
+    # Sandboxes.
+    backend: Stripped = Field(
+        default="docker",
+        description="where trials run: a sandbox backend of service/backends/registry.py",
+    )
     sandbox_base: Stripped = Field(
         default="python:3.12-slim", description="base image of the sandbox"
     )

@@ -60,7 +60,9 @@ def create_app(
         providers = ProviderRegistry.load()
         engine = make_engine(database_url)
         migrate(engine)
-        backend = make_backend() if make_backend else create_backend("docker", _progress)
+        backend = (
+            make_backend() if make_backend else create_backend(get_settings().backend, _progress)
+        )
         sessions = session_factory(engine)
         scheduler = Scheduler(sessions, backend, providers, max_containers=max_containers)
         scheduler.start()

@@ -14,6 +14,7 @@ from service.backends.docker.hardening import (
     LABEL_TRIAL,
     WORKER_CAPS,
 )
+from service.backends.protocol import SandboxError
 
 __all__ = [
     "LABEL_JOB",
@@ -42,6 +43,12 @@ def create(
     """The backend on the local engine, with the sandbox image built (or found) first."""
     from service.backends.docker.images import ensure_sandbox_image
 
-    client = client or docker.from_env()
+    try:
+        client = client or docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(
+            f"Cannot reach the Docker engine ({exc}); start it or set DOCKER_HOST."
+        ) from None
     image = ensure_sandbox_image(client, progress=progress)
     return DockerBackend(DockerSettings(image=image), client, image_digest(client, image))
