@@ -23,7 +23,7 @@ from sandbox.conversation import (
     ToolSpec,
     UserMessage,
 )
-from sandbox.models import Model
+from sandbox.model_choice import Model
 from sandbox.protocol import (
     ErrorKind,
     Event,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from sandbox.agent import AgentFailure, AgentState
 from sandbox.conversation import AssistantTurn, ModelRequest
 from sandbox.endpoint import Endpoint
-from sandbox.models import Model
+from sandbox.model_choice import Model
 from sandbox.protocol import Event, LifecycleEvent, MessageEvent
 
 TASK = "{task}"

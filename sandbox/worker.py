@@ -26,7 +26,7 @@ from sandbox import bundle, caps, credentials, limits, privilege, selfcheck, wor
 from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
-from sandbox.models import resolve_model
+from sandbox.model_choice import resolve_model
 from sandbox.prompt import PromptMismatch, build_system_prompt, prompt_sha256, verify_prompt
 from sandbox.protocol import (
     SANDBOX_GID,

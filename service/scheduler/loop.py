@@ -32,7 +32,7 @@ from service.scheduler.ingest import EventSink
 from service.scheduler.run_spec import run_spec
 from service.store import queue
 from service.store.planes import BEAT_EVERY_S, beat, forget, live_planes, plane_owners
-from service.store.results import RunEnd, record_infra_error, record_result
+from service.store.results import record_infra_error, record_result
 from service.suites import LIST_PREFIX
 
 log = logging.getLogger("examhall.scheduler")
@@ -279,14 +279,16 @@ class Scheduler:
 
     def record(self, trial_id: str, record: TrialRecord) -> None:
         """Store how a trial's run ended (unless it is no longer ours to record)."""
-        end = RunEnd(
-            result=record.result,
+        job_id = record_result(
+            self.sessions,
+            self.owner,
+            trial_id,
+            record.result,
             artifacts=record.artifacts,
             sandbox_id=record.sandbox.sandbox_id if record.sandbox else None,
             wall_s=record.wall_s,
             cost_usd=record.cost_usd,
         )
-        job_id = record_result(self.sessions, self.owner, trial_id, end)
         if job_id is not None and self.on_change is not None:
             self.on_change(job_id)
 

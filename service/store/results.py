@@ -18,23 +18,19 @@ from service.store.queue import drop_trials, now
 log = logging.getLogger("examhall.store")
 
 
-@dataclasses.dataclass(frozen=True)
-class RunEnd:
-    """What a finished run leaves for the store, beyond the worker's result."""
-
-    result: TrialResult
-    artifacts: dict[str, bytes]
-    sandbox_id: str | None
-    wall_s: float
-    cost_usd: float | None
-
-
 def record_result(
-    sessions: sessionmaker[Session], owner: str, trial_id: str, end: RunEnd
+    sessions: sessionmaker[Session],
+    owner: str,
+    trial_id: str,
+    result: TrialResult,
+    *,
+    artifacts: dict[str, bytes],
+    sandbox_id: str | None,
+    wall_s: float,
+    cost_usd: float | None,
 ) -> str | None:
     """Store the run's result; returns its job's id, or None when its end was not ours to
     record (see `_ending`)."""
-    result = end.result
     with sessions.begin() as session:
         ending = _ending(session, owner, trial_id)
         if ending is None:
@@ -49,16 +45,16 @@ def record_result(
         trial.model_requested = result.model_requested
         trial.model_returned = result.model_returned
         trial.tool_calls = result.tool_calls
-        trial.usage = {**dataclasses.asdict(result.usage), "cost_usd": end.cost_usd}
+        trial.usage = {**dataclasses.asdict(result.usage), "cost_usd": cost_usd}
         trial.judges = [dataclasses.asdict(j) for j in result.judges]
         trial.timings = result.timings
         trial.final_text = result.final_text
         trial.system_prompt_sha256 = result.system_prompt_sha256
         trial.limits_hit = result.limits_hit
-        trial.container_id = end.sandbox_id
+        trial.container_id = sandbox_id
         trial.finished_at = now()
-        trial.wall_s = end.wall_s
-        for name, content in end.artifacts.items():
+        trial.wall_s = wall_s
+        for name, content in artifacts.items():
             session.add(
                 Artifact(
                     trial_id=trial_id,
