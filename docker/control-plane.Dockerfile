@@ -1,10 +1,10 @@
 # The control plane of the shared eval box (the HTTP API and the scheduler), run by compose.yaml.
 # It starts each trial's sandbox through the Docker socket that compose.yaml mounts into this
 # container only, and builds the sandbox image on its first start from the copies of docker/
-# and sandbox/ below (service/images.py looks for them beside service/).
+# and sandbox/ below (service/backends/docker/images.py looks for them beside service/).
 #
 # The context is laid out like the repository. Two ways to build it:
-# - `examhall box build` (service/box.py) adds wheels/ with the dependencies downloaded on the
+# - `examhall box build` (service/cli/box.py) adds wheels/ with the dependencies downloaded on the
 #   host, so nothing is fetched inside the build: BASE may be the bootstrapped
 #   examhall/debian-base, which has no pip, on a box whose containers cannot reach the index.
 # - `docker compose build` on a box with a registry: no wheels/, so BASE's own pip installs
@@ -30,7 +30,7 @@ CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]
 # the COPY match nothing when there is no wheels/. They go to a directory of their own, which
 # works alike on python:*-slim and on Debian's python3 (whose pip refuses system installs).
 # The requirements are the project's dependencies plus the PostgreSQL driver (extra
-# "postgres"), as service/box.py's requirements() reads them.
+# "postgres"), as service/cli/box.py's requirements() reads them.
 COPY pyproject.toml wheel[s] /tmp/examhall-deps/
 RUN python3 -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 'examhall: the control plane needs python3 >= 3.11, the base image has ' + sys.version)" \
  && cd /tmp/examhall-deps \

@@ -1,7 +1,8 @@
 # The exam hall: every trial runs in a fresh container of this image.
-# Built by service/images.py, which sends a context of just this file (as "Dockerfile") and the
-# sandbox/ package. The package is stdlib-only, so any base with python3 >= 3.11 will do; when
-# BASE cannot be pulled, service/debian_base.py bootstraps a Debian base with debootstrap.
+# Built by service/backends/docker/images.py, which sends a context of just this file (as
+# "Dockerfile") and the sandbox/ package. The package is stdlib-only, so any base with
+# python3 >= 3.11 will do; when BASE cannot be pulled, service/backends/docker/debian_base.py
+# bootstraps a Debian base with debootstrap.
 ARG BASE=python:3.12-slim
 FROM ${BASE}
 

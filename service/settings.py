@@ -13,7 +13,7 @@ An unset variable and an empty one mean the same: the default. For the settings 
 _BLANK_IS_UNSET, a value of only whitespace does too (they were always read stripped).
 
 Not settings of the service: what compose reads from .env (EXAMHALL_IMAGE, _BOX_BASE,
-_POSTGRES_IMAGE, _POSTGRES_PASSWORD, _PORT, _BIND, _ENV_FILE; service/box.py writes them),
+_POSTGRES_IMAGE, _POSTGRES_PASSWORD, _PORT, _BIND, _ENV_FILE; service/cli/box.py writes them),
 the canary's credential name, and the tests' own EXAMHALL_TEST_* variables. The sandbox
 reads none of these: it is stdlib-only and never imports service.
 """

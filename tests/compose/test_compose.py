@@ -29,7 +29,7 @@ import pytest
 
 from service.backends.docker import LABEL_JOB, LABEL_OWNER
 from service.backends.docker.images import BASE_LABEL, SANDBOX_REPO, resolve_base, sandbox_base
-from service.box import ADMIN_TOKEN_KEY, read_env_file
+from service.cli.box import ADMIN_TOKEN_KEY, read_env_file
 from tests.docker.conftest import free_port
 
 # On a new machine the first run also bootstraps the Debian base and builds PostgreSQL with

@@ -15,7 +15,7 @@ import pytest
 
 from service.api.report_schema import Report
 from service.backends.docker import LABEL_JOB, DockerBackend, DockerSettings
-from service.client import Client
+from service.cli.client import Client
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker

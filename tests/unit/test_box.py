@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 from service.backends.docker.images import repo_root
-from service.box import (
+from service.cli.box import (
     ADMIN_TOKEN_KEY,
     IMAGE_KEY,
     POSTGRES_PASSWORD_KEY,
@@ -61,7 +61,7 @@ def test_the_context_has_what_the_control_plane_runs_from_and_no_caches() -> Non
     names = {name for name, _ in load_box_context().files}
     for needed in (
         "pyproject.toml",
-        "service/cli.py",
+        "service/cli/main.py",
         "service/store/alembic.ini",
         "sandbox/worker.py",
         "docker/sandbox.Dockerfile",

@@ -20,21 +20,22 @@ import httpx
 
 from sandbox.protocol import Limits, ModelRef
 from sandbox.providers.client import Budget
-from service import config, listen
-from service.admin import add_admin_commands
+from service import config
 from service.api.settings import front_settings
 from service.backends.docker import DockerBackend, DockerSettings, images
 from service.backends.docker.agent_images import AGENTS, ensure_agent_image
 from service.backends.protocol import FoundSandbox, SandboxError
 from service.backends.registry import create_backend
-from service.box import add_box_commands
-from service.client import ApiError, Client
+from service.cli import listen
+from service.cli.admin import add_admin_commands
+from service.cli.box import add_box_commands
+from service.cli.client import ApiError, Client
+from service.cli.remote import add_remote_commands
 from service.domain.job_spec import JobLimits, ModelSpec, VariantSpec
 from service.launch.launcher import Launcher
 from service.launch.trial import TrialRecord, launch_trial
 from service.owners import owner_gone
 from service.providers import ProviderRegistry
-from service.remote import add_remote_commands
 from service.report.commands import add_commands as add_report_commands
 from service.scheduler.run_spec import run_spec
 from service.settings import get_settings
@@ -390,7 +391,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
     return result
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

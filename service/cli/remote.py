@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from sandbox.protocol import ModelRef
-from service.client import ApiError, Client, default_server
+from service.cli.client import ApiError, Client, default_server
 from service.domain.status import JobStatus
 
 SUITE_HELP = "a suite file (.py, uploaded) or the name of a suite the server ships"
