@@ -21,6 +21,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from service.domain.status import TrialStatus
+
 # Ids of tables that grow with every trial. A box can outlive PostgreSQL's 32-bit serial
 # (2**31 events); SQLite's INTEGER PRIMARY KEY is 64-bit already, and only that exact
 # type makes it the autoincrementing rowid.
@@ -157,7 +159,7 @@ def queued_trial(
         round=round_,
         order=order,
         attempt=attempt,
-        status="queued",
+        status=TrialStatus.QUEUED,
     )
 
 
