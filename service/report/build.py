@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from service.report.metrics import pass_at_1, pass_at_k, pass_hat_k, summarize
+from service.report.estimates import pass_at_1, pass_at_k, pass_hat_k, summarize
 from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED, verdict
 from service.report.paired import compare, render_comparison_text
 

@@ -6,19 +6,19 @@ with its reasons, and any blocked pair withholds the headline, because a lift co
 the pairs that happened to survive can be an accident of which ones failed (an arm whose
 harder cases crash more would look better).
 
-The case is the unit of uncertainty, as in `metrics`: rounds of one case are correlated, so
+The case is the unit of uncertainty, as in `estimates`: rounds of one case are correlated, so
 the interval resamples whole cases and the standard error clusters by case.
 
 Headline numbers, over the eligible pairs, for case i with R_i pairs:
 
-- pass rate per arm: pass@1 over the arm's trials in eligible pairs (`metrics.pass_at_1`);
+- pass rate per arm: pass@1 over the arm's trials in eligible pairs (`estimates.pass_at_1`);
   with a complete design every case has the same R_i, so this is also the mean over pairs
 - lift = candidate - baseline = mean_i d_i, d_i = (c_i - b_i) / R_i (passes in the pairs)
-- 95% interval: percentile bootstrap over cases (`metrics.bootstrap_ci`, seeded)
+- 95% interval: percentile bootstrap over cases (`estimates.bootstrap_ci`, seeded)
 - wins / ties / losses: pairs where only the candidate / both or neither / only the baseline
   passed; McNemar's exact mid-p on the discordant pairs (`mcnemar_midp`)
 - minimum detectable effect at 80% power (`minimum_detectable_effect`)
-- pass^k per arm (`metrics.pass_hat_k`) when rounds >= k
+- pass^k per arm (`estimates.pass_hat_k`) when rounds >= k
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from operator import add
 from statistics import NormalDist
 from typing import Any, Protocol
 
-from service.report.metrics import (
+from service.report.estimates import (
     DEFAULT_RESAMPLES,
     CaseOutcomes,
     case_resamples,
@@ -135,8 +135,7 @@ def mcnemar_midp(wins: int, losses: int) -> float:
     m = min(wins, losses)
     # 2 (S + C/2) = 2 S + C with S = sum_{j<m} C(n, j) and C = C(n, m), all over 2^n.
     # Each C(n, j) comes from the last by the exact C(n, j+1) = C(n, j) (n - j) / (j + 1):
-    # the same integers as math.comb's, but m fresh binomials of n-bit numbers made a docs-lift
-    # report of 100k trials take seconds (bench/report_cost.py --paired).
+    # the same integers as math.comb's, without computing m binomials of n-bit numbers afresh.
     below, term = 0, 1
     for j in range(m):
         below += term
@@ -152,7 +151,7 @@ def minimum_detectable_effect(
 
     The test is the two-sided level-0.05 Wald test of lift = 0 with the case-clustered
     standard error SE of the paired difference: SE = sd(d_i) / sqrt(N) over the N cases'
-    mean differences d_i (`metrics.stderr_of_case_values`, CR1). A true lift delta is
+    mean differences d_i (`estimates.stderr_of_case_values`, CR1). A true lift delta is
     detected when the estimate lands beyond z_.975 SE, so power(delta) ~ Phi(delta/SE -
     z_.975) and 80% power needs
 
@@ -204,9 +203,9 @@ def _lift_interval(
         assert win is not None and loss is not None
         low, high = max(-1.0, win[0] - loss[1]), min(1.0, win[1] - loss[0])
         return (low, high), "Wilson bounds on wins and losses (every case had the same lift)"
-    # `metrics.bootstrap_ci` with `_lift_statistic`, to the last bit: the same draws, and
+    # `estimates.bootstrap_ci` with `_lift_statistic`, to the last bit: the same draws, and
     # each resample's lift summed in the same order, but every case's lift worked out once
-    # rather than once per resample (bench/report_cost.py --paired).
+    # rather than once per resample.
     joined = _joined(base_cases, cand_cases)
     lifts = [_lift_statistic({case: joined[case]}) for case in sorted(joined)]
     values = [
@@ -233,7 +232,7 @@ def _joined(
 ) -> CaseOutcomes:
     """Each case's pairs as one outcome list: baseline outcomes, then candidate outcomes.
 
-    This lets the paired bootstrap reuse `metrics.bootstrap_ci`, which resamples whole cases
+    This lets the paired bootstrap reuse `estimates.bootstrap_ci`, which resamples whole cases
     and hands the statistic their outcome lists. The lift needs only each case's pass
     counts per arm over its R_i pairs, and both halves have length R_i, so nothing is lost.
     """
