@@ -24,7 +24,6 @@ from service.api import allow, metrics
 from service.api.auth import UNAUTHORIZED, Admin, Caller, principal, resolve
 from service.api.body_limit import BodyLimit
 from service.api.context import Context, Ctx
-from service.api.report_schema import Report
 from service.api.schemas import ErrorBody, EventView, JobCreated, JobView, TrialView
 from service.api.settings import FrontSettings
 from service.api.stream import JobWatch, job_events
@@ -52,7 +51,8 @@ from service.jobs import (
 )
 from service.listing import Lister, ListingBusy
 from service.providers import ProviderRegistry
-from service.report.build import render_text
+from service.report.model import Report
+from service.report.render_text import render_text
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Artifact, Job, Trial
@@ -364,7 +364,7 @@ def _routes(app: FastAPI) -> None:
             data = job_report(session, get_job(session, caller, job_id))
         if format == "text":
             return PlainTextResponse(render_text(data))
-        return JSONResponse(data)
+        return JSONResponse(data.model_dump(mode="json"))
 
     app.include_router(v1)
     allow.install(app)

@@ -12,7 +12,7 @@ For case i with n_i scored trials and c_i passes (DESIGN.md, "Statistics"):
 - pass@k = mean_i [1 - C(n_i-c_i,k)/C(n_i,k)] over cases with n_i >= k (Chen et al. 2021):
   the chance that at least one of k such trials passes
 
-No function returns NaN. Where a number cannot be computed it is None, and `summarize` says
+No function returns NaN. Where a number cannot be computed it is None, and `estimate` says
 why in the metric's `reason`.
 """
 
@@ -198,7 +198,7 @@ def bootstrap_ci(
 def case_resamples(n: int, *, seed: int, resamples: int) -> Iterator[list[int]]:
     """The indices (into n cases in id order) that each bootstrap resample picks.
 
-    `bootstrap_ci` and the faster bootstraps of one statistic (`summarize`'s, the paired
+    `bootstrap_ci` and the faster bootstraps of one statistic (`estimate`'s, the paired
     lift's) all draw here, so for one seed they resample the very same cases.
     """
     rng = random.Random(seed)
@@ -378,13 +378,37 @@ def _metric(plan: _Plan, distribution: list[float] | None) -> Metric:
     )
 
 
-def summarize(
+@dataclasses.dataclass(frozen=True)
+class Estimates:
+    """pass@1, pass^k and pass@k of a set of cases, with what they were computed over."""
+
+    pass_at_1: Metric
+    pass_hat_k: Metric
+    pass_at_k: Metric
+    k: int
+    cases: int
+    trials: int
+    seed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pass_at_1": self.pass_at_1.to_json(),
+            "pass_hat_k": self.pass_hat_k.to_json(),
+            "pass_at_k": self.pass_at_k.to_json(),
+            "k": self.k,
+            "cases": self.cases,
+            "trials": self.trials,
+            "seed": self.seed,
+        }
+
+
+def estimate(
     cases: CaseOutcomes, k: int, *, seed: int, resamples: int = DEFAULT_RESAMPLES
-) -> dict[str, Any]:
+) -> Estimates:
     """pass@1, pass^k and pass@k with bootstrap intervals and clustered standard errors.
 
-    JSON-ready (no tuples, no NaN). Each metric's bootstrap starts from `seed`, so a metric's
-    interval does not change when another metric is added or removed.
+    Each metric's bootstrap starts from `seed`, so a metric's interval does not change when
+    another metric is added or removed.
     """
     k = _check_k(k)
     tallies = _tally(cases)
@@ -408,13 +432,20 @@ def summarize(
         columns = [plans[name][0].fractions for name in names]
         drawn = _mean_bootstraps(columns, seed=seed, resamples=resamples)
         distributions.update(zip(names, drawn, strict=True))
-    return {
-        **{
-            name: _metric(plan, distributions.get(name)).to_json()
-            for name, (plan, _) in plans.items()
-        },
-        "k": k,
-        "cases": len(tallies),
-        "trials": sum(n for n, _ in tallies),
-        "seed": seed,
-    }
+    metrics = {name: _metric(plan, distributions.get(name)) for name, (plan, _) in plans.items()}
+    return Estimates(
+        pass_at_1=metrics["pass_at_1"],
+        pass_hat_k=metrics["pass_hat_k"],
+        pass_at_k=metrics["pass_at_k"],
+        k=k,
+        cases=len(tallies),
+        trials=sum(n for n, _ in tallies),
+        seed=seed,
+    )
+
+
+def summarize(
+    cases: CaseOutcomes, k: int, *, seed: int, resamples: int = DEFAULT_RESAMPLES
+) -> dict[str, Any]:
+    """`estimate`'s numbers as JSON (no tuples, no NaN), as `examhall stats --json` prints them."""
+    return estimate(cases, k, seed=seed, resamples=resamples).to_json()

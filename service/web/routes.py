@@ -25,11 +25,11 @@ from service.api.views import (
     cancel_job,
     get_job,
     get_trial,
-    job_report,
     job_view,
     trial_view,
     visible_jobs,
 )
+from service.report.from_store import job_report
 from service.store.models import Event, Job, Trial
 from service.teams import Principal, authenticate
 from service.web import pages
@@ -119,7 +119,9 @@ def _job_page(c: Context, caller: Principal, job_id: str) -> HTMLResponse:
             select(Trial).where(Trial.job_id == job.id).order_by(Trial.order, Trial.attempt)
         ).all()
         return html(
-            pages.job_page(job_view(session, job), job_report(session, job), trials, caller.name)
+            pages.job_page(
+                job_view(session, job), job_report(session, job).model_dump(), trials, caller.name
+            )
         )
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from service.api.report_schema import Report
 from service.backends.docker import DockerBackend, DockerSettings
+from service.report.model import Report
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker

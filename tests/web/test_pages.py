@@ -174,7 +174,9 @@ def test_job_page_escapes_case_and_variant_names_everywhere() -> None:
             for arm in (base, cand)
         )
     ]
-    report = build_report(facts, trials, case_order=cases, generated_at=datetime(2025, 1, 2))
+    report = build_report(
+        facts, trials, case_order=cases, generated_at=datetime(2025, 1, 2)
+    ).model_dump()
     assert report["comparisons"][0]["blocked"]  # the errored baselines block their pairs
     job = JobView(
         id="job-1",
