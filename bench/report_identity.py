@@ -16,6 +16,12 @@ different models, with hostile names. The reports are fetched through the real r
 page and a trial page, on an app whose lifespan does not run (no Docker, no scheduler):
 only the store and the admin token are set. `generated_at` is masked: it is the build time.
 
+A page is printed as what a browser makes of it, one node a line: each tag with its
+attributes in order, and each text with entities decoded and runs of whitespace as one
+space. Whitespace between elements where it renders as nothing (between table cells, list
+items, SVG shapes) is left out, so two spellings of one page (`&quot;` or `&#34;`, a newline
+between two rows or none) print the same, and anything a reader could see differs.
+
 It imports nothing of the service beyond `create_app` and the store, so the same script runs
 against any commit with `PYTHONPATH` pointing at that commit's tree.
 """
@@ -29,6 +35,7 @@ import sys
 import tempfile
 import types
 from datetime import datetime
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -335,6 +342,93 @@ def populate(sessions: sessionmaker[Session]) -> list[str]:
     ]
 
 
+# Elements around which whitespace renders as nothing (blocks, table parts, SVG shapes).
+_BLOCKS = frozenset(
+    [
+        "html",
+        "head",
+        "body",
+        "header",
+        "main",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "td",
+        "th",
+        "dl",
+        "dt",
+        "dd",
+        "ul",
+        "ol",
+        "li",
+        "section",
+        "h1",
+        "h2",
+        "h3",
+        "p",
+        "form",
+        "label",
+        "input",
+        "button",
+        "meta",
+        "title",
+        "style",
+        "svg",
+        "g",
+        "line",
+        "circle",
+        "text",
+    ]
+)
+
+
+class _Nodes(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.nodes: list[tuple[str, ...]] = []
+
+    def handle_decl(self, decl: str) -> None:
+        self.nodes.append(("decl", decl))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.nodes.append(("start", tag, repr(attrs)))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        self.handle_endtag(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        self.nodes.append(("end", tag))
+
+    def handle_data(self, data: str) -> None:
+        if self.nodes and self.nodes[-1][0] == "text":
+            data = self.nodes.pop()[1] + data
+        self.nodes.append(("text", data))
+
+
+def page_nodes(html: str) -> list[str]:
+    parser = _Nodes()
+    parser.feed(html)
+    nodes = parser.nodes
+    out = []
+    for i, node in enumerate(nodes):
+        if node[0] != "text":
+            out.append(" ".join(node))
+            continue
+        verbatim = i > 0 and nodes[i - 1][:2] in (("start", "pre"), ("start", "style"))
+        text = node[1] if verbatim else re.sub(r"\s+", " ", node[1])
+        if not text.strip():
+            before = nodes[i - 1] if i else ("decl",)
+            after = nodes[i + 1] if i + 1 < len(nodes) else ("decl",)
+            if before[0] == "decl" or before[1] in _BLOCKS or after[0] == "decl":
+                continue
+            if after[1] in _BLOCKS:
+                continue
+        out.append("text " + repr(text))
+    return out
+
+
 def _masked(text: str) -> str:
     return _GENERATED.sub(lambda m: f"{m[1]}GENERATED{m[2]}" if m[1] else f"{m[3]}GENERATED", text)
 
@@ -375,7 +469,8 @@ def main() -> int:
                 pages.append(f"/ui/trials/{first[0]}")
             for page in pages:
                 response = client.get(page)
-                out.write(f"=== {page} {response.status_code}\n{response.text}\n")
+                out.write(f"=== {page} {response.status_code}\n")
+                out.write("\n".join(page_nodes(response.text)) + "\n")
         engine.dispose()
     return 0
 

@@ -15,7 +15,6 @@ from urllib.parse import parse_qs, quote
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from service.api.auth import resolve
@@ -30,7 +29,8 @@ from service.api.views import (
     visible_jobs,
 )
 from service.report.from_store import job_report
-from service.store.models import Event, Job, Trial
+from service.store.models import Job
+from service.store.reports import job_trials, trial_events
 from service.teams import Principal, authenticate
 from service.web import pages
 from service.web.csrf import cross_site_problem
@@ -115,13 +115,9 @@ def _job_page(c: Context, caller: Principal, job_id: str) -> HTMLResponse:
             job = get_job(session, caller, job_id)
         except HTTPException as exc:
             return html(pages.not_found_page(str(exc.detail), caller.name), exc.status_code)
-        trials = session.scalars(
-            select(Trial).where(Trial.job_id == job.id).order_by(Trial.order, Trial.attempt)
-        ).all()
+        trials = job_trials(session, job.id)
         return html(
-            pages.job_page(
-                job_view(session, job), job_report(session, job).model_dump(), trials, caller.name
-            )
+            pages.job_page(job_view(session, job), job_report(session, job), trials, caller.name)
         )
 
 
@@ -134,9 +130,7 @@ def _trial_page(c: Context, caller: Principal, trial_id: str) -> HTMLResponse:
         job = session.get(Job, trial.job_id)
         if job is None:
             return html(pages.not_found_page(f"No trial {trial_id}.", caller.name), 404)
-        rows = session.scalars(
-            select(Event).where(Event.trial_id == trial.id).order_by(Event.seq).limit(EVENTS_SHOWN)
-        ).all()
+        rows = trial_events(session, trial.id, EVENTS_SHOWN)
         events = [EventView(seq=r.seq, type=r.type, payload=r.payload) for r in rows]
         return html(
             pages.trial_page(
