@@ -190,7 +190,8 @@ def build_report(
         for candidate in job.arms
         if job.baseline is not None and candidate != job.baseline
     ]
-    finished = sum(1 for t in finals if t.status == TrialStatus.FINISHED)
+    done = TrialStatus.FINISHED
+    finished = sum(1 for t in finals if t.status == done)
     notes = []
     if job.rounds == 1:
         notes.append(

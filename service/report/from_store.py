@@ -87,4 +87,5 @@ def _build_job_report(session: Session, job: Job) -> tuple[Report, bool]:
         case_order=spec.cases,
         generated_at=datetime.now(UTC).replace(tzinfo=None),
     )
-    return report, all(t.status == TrialStatus.FINISHED for t in trials)
+    finished = TrialStatus.FINISHED
+    return report, all(t.status == finished for t in trials)

@@ -14,7 +14,9 @@ Headline numbers, over the eligible pairs, for case i with R_i pairs:
 - pass rate per arm: pass@1 over the arm's trials in eligible pairs (`estimates.pass_at_1`);
   with a complete design every case has the same R_i, so this is also the mean over pairs
 - lift = candidate - baseline = mean_i d_i, d_i = (c_i - b_i) / R_i (passes in the pairs)
-- 95% interval: percentile bootstrap over cases (`estimates.bootstrap_ci`, seeded)
+- 95% interval: an expanded percentile bootstrap over cases (`estimates.expanded_level`,
+  seeded; plain percentiles run narrow with few cases), or Wilson bounds on the shares of
+  wins and losses when every case has the same lift (`_lift_interval`)
 - wins / ties / losses: pairs where only the candidate / both or neither / only the baseline
   passed; McNemar's exact mid-p on the discordant pairs (`mcnemar_midp`)
 - minimum detectable effect at 80% power (`minimum_detectable_effect`)
@@ -33,6 +35,7 @@ from operator import add
 from statistics import NormalDist
 from typing import Protocol
 
+from service.domain.status import Outcome, TrialStatus
 from service.report.estimates import (
     DEFAULT_RESAMPLES,
     CaseOutcomes,
@@ -96,7 +99,7 @@ class ArmTrial:
 
 class Scored(Protocol):
     """What the comparison reads of a trial: `ArmTrial`, or any record with these fields
-    (the report passes its own trial records rather than copy 100k of them into ArmTrials)."""
+    (the report passes its own trial records rather than copy every one into an ArmTrial)."""
 
     @property
     def case_id(self) -> str: ...
@@ -275,6 +278,7 @@ def _verdict(trial: Scored) -> bool | None:
 # arm with the longer prompt more often; in a comparison it blocks the pair, as any run error
 # does in pi-evals, rather than count as a quiet loss. Single-arm rates still count it failed.
 BLOCKS_PAIRS = frozenset({"provider_error"})
+_FINISHED = TrialStatus.FINISHED  # looked up once: `_side` runs for every pair
 
 
 def _side(variant: str, found: Sequence[Scored]) -> tuple[Scored, bool] | str:
@@ -289,11 +293,11 @@ def _side(variant: str, found: Sequence[Scored]) -> tuple[Scored, bool] | str:
     verdict = _verdict(trial)
     if verdict is not None:
         return trial, verdict
-    if trial.status != "finished":
+    if trial.status != _FINISHED:
         return f"{variant}: unscored ({trial.status})"
     if trial.error_kind:
         return f"{variant}: errored ({trial.error_kind})"
-    if trial.outcome == "error":
+    if trial.outcome == Outcome.ERROR:
         return f"{variant}: errored (no error kind)"
     return f"{variant}: unscored (finished with outcome {trial.outcome!r})"
 

@@ -79,3 +79,25 @@ def test_single_variant_report_matches_the_schema() -> None:
     report = build_report(job, trials, case_order=["a"], generated_at=datetime(2026, 12, 2))
     assert Report.model_validate(report.model_dump(mode="json")) == report
     assert report.comparisons == []
+
+
+def test_store_and_report_never_import_the_api_or_the_web() -> None:
+    # The report is built below the HTTP layer: the API and the pages call it, never the
+    # other way round.
+    import ast
+    from pathlib import Path
+
+    import service
+
+    root = Path(service.__file__).parent
+    for package in ("store", "report"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue
+                for name in names:
+                    assert not name.startswith(("service.api", "service.web")), (path, name)
