@@ -30,7 +30,7 @@ from _common import median, table, write_json
 from sqlalchemy import insert
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.api.views import clear_report_cache, job_report
+from service.report.from_store import clear_report_cache, job_report
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Job, Suite, Trial
 
@@ -214,7 +214,7 @@ def main() -> int:
                 assert job is not None
                 data = job_report(session, job)
                 elapsed = time.perf_counter() - started
-            assert data["variants"], "the report has no variants"
+            assert data.variants, "the report has no variants"
             return elapsed
 
         for size in sizes:  # warm-up: caches, first-use imports

@@ -23,8 +23,10 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-from service.api.views import job_counts, job_report
+from service.api.views import job_counts
 from service.domain.status import JobStatus
+from service.report.from_store import job_report
+from service.report.model import MetricView, Report
 from service.store.jobs import find_job
 from service.store.trials import started_trials
 
@@ -38,29 +40,29 @@ def sse(event: str, data: dict[str, Any]) -> str:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def report_summary(report: dict[str, Any]) -> dict[str, Any]:
+def report_summary(report: Report) -> dict[str, Any]:
     """The headline numbers of a report: small enough to send on every change."""
 
-    def metric(m: dict[str, Any]) -> dict[str, Any]:
-        return {"value": m["value"], "ci95": m["ci95"]}
+    def metric(m: MetricView) -> dict[str, Any]:
+        return {"value": m.value, "ci95": m.ci95}
 
     return {
         "variants": {
-            v["name"]: {
-                "pass_at_1": metric(v["pass_at_1"]),
-                "pass_hat_k": metric(v["pass_hat_k"]),
-                "scored_trials": v["scored_trials"],
+            v.name: {
+                "pass_at_1": metric(v.pass_at_1),
+                "pass_hat_k": metric(v.pass_hat_k),
+                "scored_trials": v.scored_trials,
             }
-            for v in report["variants"]
+            for v in report.variants
         },
         "comparisons": [
             {
-                "baseline": c["baseline"],
-                "candidate": c["candidate"],
-                "lift_pp": (c.get("headline") or {}).get("lift_pp"),
-                "lift_ci95_pp": (c.get("headline") or {}).get("lift_ci95_pp"),
+                "baseline": c.baseline,
+                "candidate": c.candidate,
+                "lift_pp": c.headline.lift_pp if c.headline else None,
+                "lift_ci95_pp": c.headline.lift_ci95_pp if c.headline else None,
             }
-            for c in report.get("comparisons", [])
+            for c in report.comparisons
         ],
     }
 

@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from service import planning
-from service.report import metrics
+from service.report import estimates, simulator
 
 _SEED_MAX = 0xFFFFFFFF
 
@@ -51,7 +50,7 @@ def _seed(text: str) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    result = planning.simulate(args.tasks, args.p, args.k, args.seed)
+    result = simulator.simulate(args.tasks, args.p, args.k, args.seed)
     if args.json:
         print(
             json.dumps(
@@ -164,7 +163,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    summary = metrics.summarize(cases, args.k, seed=args.seed)
+    summary = estimates.summarize(cases, args.k, seed=args.seed)
     if args.json:
         # allow_nan=False: the layer promises nulls with reasons, never NaN; fail loudly if not.
         print(json.dumps(summary, allow_nan=False))

@@ -1,24 +1,26 @@
 """Paired comparison of one candidate arm against the baseline arm (DESIGN.md, "Statistics").
 
-Pure functions over plain data: no I/O, standard library only. A pair is (case, round): it
+Pure functions, no I/O: trials in, a `model.Comparison` out. A pair is (case, round): it
 counts only when both arms have exactly one scored trial there. Anything else blocks the pair
 with its reasons, and any blocked pair withholds the headline, because a lift computed over
 the pairs that happened to survive can be an accident of which ones failed (an arm whose
 harder cases crash more would look better).
 
-The case is the unit of uncertainty, as in `metrics`: rounds of one case are correlated, so
+The case is the unit of uncertainty, as in `estimates`: rounds of one case are correlated, so
 the interval resamples whole cases and the standard error clusters by case.
 
 Headline numbers, over the eligible pairs, for case i with R_i pairs:
 
-- pass rate per arm: pass@1 over the arm's trials in eligible pairs (`metrics.pass_at_1`);
+- pass rate per arm: pass@1 over the arm's trials in eligible pairs (`estimates.pass_at_1`);
   with a complete design every case has the same R_i, so this is also the mean over pairs
 - lift = candidate - baseline = mean_i d_i, d_i = (c_i - b_i) / R_i (passes in the pairs)
-- 95% interval: percentile bootstrap over cases (`metrics.bootstrap_ci`, seeded)
+- 95% interval: an expanded percentile bootstrap over cases (`estimates.expanded_level`,
+  seeded; plain percentiles run narrow with few cases), or Wilson bounds on the shares of
+  wins and losses when every case has the same lift (`_lift_interval`)
 - wins / ties / losses: pairs where only the candidate / both or neither / only the baseline
   passed; McNemar's exact mid-p on the discordant pairs (`mcnemar_midp`)
 - minimum detectable effect at 80% power (`minimum_detectable_effect`)
-- pass^k per arm (`metrics.pass_hat_k`) when rounds >= k
+- pass^k per arm (`estimates.pass_hat_k`) when rounds >= k
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from fractions import Fraction
 from functools import reduce
 from operator import add
 from statistics import NormalDist
-from typing import Any, Protocol
+from typing import Protocol
 
-from service.report.metrics import (
+from service.domain.status import Outcome, TrialStatus
+from service.report.estimates import (
     DEFAULT_RESAMPLES,
     CaseOutcomes,
     case_resamples,
@@ -44,13 +47,35 @@ from service.report.metrics import (
     stderr_of_case_values,
     wilson_interval,
 )
+from service.report.model import (
+    TELEMETRY,
+    ArmPassHatK,
+    ArmTotals,
+    BlockedPair,
+    Comparison,
+    Delta,
+    Deltas,
+    DeltaUnavailable,
+    Flag,
+    FlakyCases,
+    Headline,
+    PairOrder,
+    Total,
+    TotalUnavailable,
+)
 from service.report.outcomes import verdict
 
 # Two-sided alpha 0.05 and 80% power: z_.975 + z_.80 = 1.95996 + 0.84162 = 2.80158.
 _Z_ALPHA = NormalDist().inv_cdf(0.975)
 _Z_POWER = NormalDist().inv_cdf(0.80)
 
-FLAGS = ("control-saturated", "flaky", "negative-delta", "no-lift", "treatment-saturated")
+FLAGS: tuple[Flag, ...] = (
+    "control-saturated",
+    "flaky",
+    "negative-delta",
+    "no-lift",
+    "treatment-saturated",
+)
 
 
 @dataclass(frozen=True)
@@ -69,11 +94,12 @@ class ArmTrial:
     tool_calls: int | None = None
     latency_s: float | None = None
     cost_usd: float | None = None  # None when the model has no price
+    system_prompt_sha256: str | None = None
 
 
 class Scored(Protocol):
     """What the comparison reads of a trial: `ArmTrial`, or any record with these fields
-    (the report passes its own trial records rather than copy 100k of them into ArmTrials)."""
+    (the report passes its own trial records rather than copy every one into an ArmTrial)."""
 
     @property
     def case_id(self) -> str: ...
@@ -99,6 +125,8 @@ class Scored(Protocol):
     def latency_s(self) -> float | None: ...
     @property
     def cost_usd(self) -> float | None: ...
+    @property
+    def system_prompt_sha256(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -135,8 +163,7 @@ def mcnemar_midp(wins: int, losses: int) -> float:
     m = min(wins, losses)
     # 2 (S + C/2) = 2 S + C with S = sum_{j<m} C(n, j) and C = C(n, m), all over 2^n.
     # Each C(n, j) comes from the last by the exact C(n, j+1) = C(n, j) (n - j) / (j + 1):
-    # the same integers as math.comb's, but m fresh binomials of n-bit numbers made a docs-lift
-    # report of 100k trials take seconds (bench/report_cost.py --paired).
+    # the same integers as math.comb's, without computing m binomials of n-bit numbers afresh.
     below, term = 0, 1
     for j in range(m):
         below += term
@@ -152,7 +179,7 @@ def minimum_detectable_effect(
 
     The test is the two-sided level-0.05 Wald test of lift = 0 with the case-clustered
     standard error SE of the paired difference: SE = sd(d_i) / sqrt(N) over the N cases'
-    mean differences d_i (`metrics.stderr_of_case_values`, CR1). A true lift delta is
+    mean differences d_i (`estimates.stderr_of_case_values`, CR1). A true lift delta is
     detected when the estimate lands beyond z_.975 SE, so power(delta) ~ Phi(delta/SE -
     z_.975) and 80% power needs
 
@@ -204,9 +231,9 @@ def _lift_interval(
         assert win is not None and loss is not None
         low, high = max(-1.0, win[0] - loss[1]), min(1.0, win[1] - loss[0])
         return (low, high), "Wilson bounds on wins and losses (every case had the same lift)"
-    # `metrics.bootstrap_ci` with `_lift_statistic`, to the last bit: the same draws, and
+    # `estimates.bootstrap_ci` with `_lift_statistic`, to the last bit: the same draws, and
     # each resample's lift summed in the same order, but every case's lift worked out once
-    # rather than once per resample (bench/report_cost.py --paired).
+    # rather than once per resample.
     joined = _joined(base_cases, cand_cases)
     lifts = [_lift_statistic({case: joined[case]}) for case in sorted(joined)]
     values = [
@@ -233,7 +260,7 @@ def _joined(
 ) -> CaseOutcomes:
     """Each case's pairs as one outcome list: baseline outcomes, then candidate outcomes.
 
-    This lets the paired bootstrap reuse `metrics.bootstrap_ci`, which resamples whole cases
+    This lets the paired bootstrap reuse `estimates.bootstrap_ci`, which resamples whole cases
     and hands the statistic their outcome lists. The lift needs only each case's pass
     counts per arm over its R_i pairs, and both halves have length R_i, so nothing is lost.
     """
@@ -251,6 +278,7 @@ def _verdict(trial: Scored) -> bool | None:
 # arm with the longer prompt more often; in a comparison it blocks the pair, as any run error
 # does in pi-evals, rather than count as a quiet loss. Single-arm rates still count it failed.
 BLOCKS_PAIRS = frozenset({"provider_error"})
+_FINISHED = TrialStatus.FINISHED  # looked up once: `_side` runs for every pair
 
 
 def _side(variant: str, found: Sequence[Scored]) -> tuple[Scored, bool] | str:
@@ -265,11 +293,11 @@ def _side(variant: str, found: Sequence[Scored]) -> tuple[Scored, bool] | str:
     verdict = _verdict(trial)
     if verdict is not None:
         return trial, verdict
-    if trial.status != "finished":
+    if trial.status != _FINISHED:
         return f"{variant}: unscored ({trial.status})"
     if trial.error_kind:
         return f"{variant}: errored ({trial.error_kind})"
-    if trial.outcome == "error":
+    if trial.outcome == Outcome.ERROR:
         return f"{variant}: errored (no error kind)"
     return f"{variant}: unscored (finished with outcome {trial.outcome!r})"
 
@@ -291,12 +319,13 @@ def _tokens(trial: Scored) -> float | None:
     return None if tokens_in is None or tokens_out is None else tokens_in + tokens_out
 
 
-_TELEMETRY: tuple[tuple[str, Callable[[Scored], float | None]], ...] = (
-    ("tokens", _tokens),
-    ("tool_calls", lambda t: _measured(t.tool_calls)),
-    ("latency_s", lambda t: _measured(t.latency_s)),
-    ("cost_usd", lambda t: _measured(t.cost_usd)),
-)
+_READ: dict[str, Callable[[Scored], float | None]] = {
+    "tokens": _tokens,
+    "tool_calls": lambda t: _measured(t.tool_calls),
+    "latency_s": lambda t: _measured(t.latency_s),
+    "cost_usd": lambda t: _measured(t.cost_usd),
+}
+assert tuple(_READ) == TELEMETRY
 
 
 def _sum(values: Sequence[float]) -> float:
@@ -306,45 +335,47 @@ def _sum(values: Sequence[float]) -> float:
     return math.fsum(values)
 
 
-def _deltas(pairs: Sequence[_Pair]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, read in _TELEMETRY:
-        both = [
-            (b, c)
-            for b, c in ((read(p.baseline), read(p.candidate)) for p in pairs)
-            if b is not None and c is not None
-        ]
-        coverage = f"{len(both)}/{len(pairs)} pairs measured"
-        if not both:
-            out[name] = {"mean_delta": None, "status": "unavailable", "coverage": coverage}
-            continue
-        m = len(both)
-        out[name] = {
-            "mean_delta": _sum([c - b for b, c in both]) / m,
-            "candidate_mean": _sum([c for _, c in both]) / m,
-            "baseline_mean": _sum([b for b, _ in both]) / m,
-            "pairs_measured": m,
-            "coverage": coverage,
-        }
-    return out
+def _delta(
+    pairs: Sequence[_Pair], read: Callable[[Scored], float | None]
+) -> Delta | DeltaUnavailable:
+    both = [
+        (b, c)
+        for b, c in ((read(p.baseline), read(p.candidate)) for p in pairs)
+        if b is not None and c is not None
+    ]
+    coverage = f"{len(both)}/{len(pairs)} pairs measured"
+    if not both:
+        return DeltaUnavailable(mean_delta=None, status="unavailable", coverage=coverage)
+    m = len(both)
+    return Delta(
+        mean_delta=_sum([c - b for b, c in both]) / m,
+        candidate_mean=_sum([c for _, c in both]) / m,
+        baseline_mean=_sum([b for b, _ in both]) / m,
+        pairs_measured=m,
+        coverage=coverage,
+    )
 
 
-def _totals(trials: Sequence[Scored]) -> dict[str, Any]:
+def _total(
+    trials: Sequence[Scored], read: Callable[[Scored], float | None]
+) -> Total | TotalUnavailable:
+    values = [v for v in (read(t) for t in trials) if v is not None]
+    coverage = f"{len(values)}/{len(trials)} trials measured"
+    if not values:
+        return TotalUnavailable(total=None, status="unavailable", coverage=coverage)
+    return Total(total=_sum(values), trials_measured=len(values), coverage=coverage)
+
+
+def _deltas(pairs: Sequence[_Pair]) -> Deltas:
+    return Deltas(**{name: _delta(pairs, read) for name, read in _READ.items()})
+
+
+def _totals(trials: Sequence[Scored]) -> ArmTotals:
     # Every trial of the arm in the design counts, blocked or not: errored and duplicated
     # runs still spent tokens and money.
-    out: dict[str, Any] = {"trials": len(trials)}
-    for name, read in _TELEMETRY:
-        values = [v for v in (read(t) for t in trials) if v is not None]
-        coverage = f"{len(values)}/{len(trials)} trials measured"
-        if values:
-            out[name] = {
-                "total": _sum(values),
-                "trials_measured": len(values),
-                "coverage": coverage,
-            }
-        else:
-            out[name] = {"total": None, "status": "unavailable", "coverage": coverage}
-    return out
+    return ArmTotals(
+        trials=len(trials), **{name: _total(trials, read) for name, read in _READ.items()}
+    )
 
 
 # --- the comparison ----------------------------------------------------------------------
@@ -368,14 +399,14 @@ def _pass_hat_k(
     *,
     rounds: int,
     k: int,
-) -> tuple[dict[str, float | None], str | None]:
+) -> tuple[ArmPassHatK, str | None]:
     if rounds < k:
         reason = f"pass^{k} needs at least {k} rounds per case; this design has {rounds}"
         if rounds == 1:
             reason = "one repetition cannot establish stability: " + reason
-        return {"baseline": None, "candidate": None}, reason
-    values = {"baseline": pass_hat_k(baseline, k), "candidate": pass_hat_k(candidate, k)}
-    missing = [arm for arm, value in values.items() if value is None]
+        return ArmPassHatK(baseline=None, candidate=None), reason
+    values = ArmPassHatK(baseline=pass_hat_k(baseline, k), candidate=pass_hat_k(candidate, k))
+    missing = [arm for arm in ("baseline", "candidate") if getattr(values, arm) is None]
     if missing:
         return values, f"no case has {k} eligible pairs for {' and '.join(missing)}"
     return values, None
@@ -392,8 +423,8 @@ def compare(
     seed: int,
     resamples: int = DEFAULT_RESAMPLES,
     attempts: Sequence[Scored] | None = None,
-) -> dict[str, Any]:
-    """The paired comparison of `candidate` against `baseline`, JSON-ready (no NaN, no tuples).
+) -> Comparison:
+    """The paired comparison of `candidate` against `baseline`.
 
     `attempts`, when given, is every attempt including retried ones: the operational totals
     count them all, since a retried attempt still spent tokens and time.
@@ -419,8 +450,8 @@ def compare(
             by_arm[trial.variant].append(trial)
 
     pairs: list[_Pair] = []
-    blocked: list[dict[str, Any]] = []
-    order: list[dict[str, Any]] = []
+    blocked: list[BlockedPair] = []
+    order: list[PairOrder] = []
     for case in cases:
         for round_ in range(1, rounds + 1):
             found_b = slots.get((case, round_, baseline), [])
@@ -430,11 +461,11 @@ def compare(
                 first_b = min(t.order for t in found_b)
                 first_c = min(t.order for t in found_c)
                 first = baseline if first_b < first_c else candidate
-            order.append({"case": case, "round": round_, "first": first})
+            order.append(PairOrder(case=case, round=round_, first=first))
             side_b, side_c = _side(baseline, found_b), _side(candidate, found_c)
             if isinstance(side_b, str) or isinstance(side_c, str):
                 reasons = [side for side in (side_b, side_c) if isinstance(side, str)]
-                blocked.append({"case": case, "round": round_, "reasons": reasons})
+                blocked.append(BlockedPair(case=case, round=round_, reasons=reasons))
                 continue
             pairs.append(_Pair(case, round_, side_b[0], side_c[0], side_b[1], side_c[1]))
 
@@ -445,15 +476,15 @@ def compare(
         base_cases.setdefault(pair.case, []).append(pair.baseline_passed)
         cand_cases.setdefault(pair.case, []).append(pair.candidate_passed)
 
-    flaky = {
-        "baseline": [c for c, runs in base_cases.items() if len(set(runs)) == 2],
-        "candidate": [c for c, runs in cand_cases.items() if len(set(runs)) == 2],
-    }
-    flags: set[str] = set()
-    if flaky["baseline"] or flaky["candidate"]:
+    flaky = FlakyCases(
+        baseline=[c for c, runs in base_cases.items() if len(set(runs)) == 2],
+        candidate=[c for c, runs in cand_cases.items() if len(set(runs)) == 2],
+    )
+    flags: set[Flag] = set()
+    if flaky.baseline or flaky.candidate:
         flags.add("flaky")
 
-    headline: dict[str, Any] | None = None
+    headline: Headline | None = None
     if pairs:
         base_rate = pass_at_1(base_cases)
         cand_rate = pass_at_1(cand_cases)
@@ -482,34 +513,34 @@ def compare(
             [float(d) for d in case_diffs], discordant=wins + losses, pairs=len(pairs)
         )
         hat_k, hat_k_reason = _pass_hat_k(base_cases, cand_cases, rounds=rounds, k=k)
-        headline = {
-            "cases": len(base_cases),
-            "baseline_pass_rate": base_rate,
-            "candidate_pass_rate": cand_rate,
-            "lift_pp": float(100 * lift),
-            "lift_ci95_pp": None if interval is None else [100 * interval[0], 100 * interval[1]],
-            "lift_ci95_reason": (
+        headline = Headline(
+            cases=len(base_cases),
+            baseline_pass_rate=base_rate,
+            candidate_pass_rate=cand_rate,
+            lift_pp=float(100 * lift),
+            lift_ci95_pp=None if interval is None else [100 * interval[0], 100 * interval[1]],
+            lift_ci95_reason=(
                 None if interval is not None else "the interval needs at least 2 cases"
             ),
-            "lift_ci95_method": method,
-            "seed": seed,
-            "resamples": resamples,
-            "wins": wins,
-            "ties": len(pairs) - wins - losses,
-            "losses": losses,
-            "mcnemar_midp": mcnemar_midp(wins, losses),
-            "mcnemar_note": (
+            lift_ci95_method=method,
+            seed=seed,
+            resamples=resamples,
+            wins=wins,
+            ties=len(pairs) - wins - losses,
+            losses=losses,
+            mcnemar_midp=mcnemar_midp(wins, losses),
+            mcnemar_note=(
                 "the rounds of one case are not independent pairs, so with several rounds "
                 "this p-value is optimistic; the case-level interval is the safer guide"
                 if rounds > 1
                 else None
             ),
-            "mde_pp": None if mde is None else 100 * mde,
-            "mde_reason": None if mde is not None else "the MDE needs at least 2 cases",
-            "k": k,
-            "pass_hat_k": hat_k,
-            "pass_hat_k_reason": hat_k_reason,
-        }
+            mde_pp=None if mde is None else 100 * mde,
+            mde_reason=None if mde is not None else "the MDE needs at least 2 cases",
+            k=k,
+            pass_hat_k=hat_k,
+            pass_hat_k_reason=hat_k_reason,
+        )
     withheld: str | None = None
     if blocked:
         withheld = f"withheld because {_blocked_text(len(blocked))}"
@@ -521,18 +552,18 @@ def compare(
         # survives a withheld headline (as in pi-evals).
         flags &= {"flaky"}
 
-    return {
-        "baseline": baseline,
-        "candidate": candidate,
-        "pairs_total": len(cases) * rounds,
-        "pairs_eligible": len(pairs),
-        "blocked": blocked,
-        "headline": headline,
-        "withheld_reason": withheld,
-        "flags": sorted(flags),
-        "flaky_cases": flaky,
-        "deltas": _deltas(pairs),
-        "totals": {
+    return Comparison(
+        baseline=baseline,
+        candidate=candidate,
+        pairs_total=len(cases) * rounds,
+        pairs_eligible=len(pairs),
+        blocked=blocked,
+        headline=headline,
+        withheld_reason=withheld,
+        flags=sorted(flags),
+        flaky_cases=flaky,
+        deltas=_deltas(pairs),
+        totals={
             arm: _totals(
                 [
                     t
@@ -542,125 +573,15 @@ def compare(
             )
             for arm in (baseline, candidate)
         },
-        "order": order,
-    }
-
-
-# --- text --------------------------------------------------------------------------------
-
-
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
-def _p_value(p: float) -> str:
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
-
-
-def _amount(name: str, value: float, *, signed: bool = False) -> str:
-    magnitude = abs(value)
-    # What rounds to zero prints as "+0.0", never "-0.0".
-    shown_zero = magnitude < (0.00005 if name == "cost_usd" else 0.05)
-    negative = value < 0 and not (shown_zero and not isinstance(magnitude, int))
-    sign = ("-" if negative else "+") if signed else ("-" if negative else "")
-    if isinstance(magnitude, int):  # a total of counts: tokens or tool calls
-        return f"{sign}{magnitude:,}"
-    if name == "cost_usd":
-        return f"{sign}${magnitude:.4f}"
-    if name == "latency_s":
-        return f"{sign}{magnitude:.1f} s"
-    if name == "tokens":
-        return f"{sign}{magnitude:,.0f}"
-    return f"{sign}{magnitude:.1f}"
-
-
-_LABELS = {
-    "tokens": "Tokens",
-    "tool_calls": "Tool calls",
-    "latency_s": "Latency",
-    "cost_usd": "Est. cost",
-}
-
-
-def render_comparison_text(comparison: dict[str, Any]) -> list[str]:
-    """Lines for a terminal, laid out as pi-evals prints its docs-lift report."""
-    base, cand = comparison["baseline"], comparison["candidate"]
-    lines = [
-        f"{cand} vs {base} (baseline)",
-        f"Pairs {comparison['pairs_eligible']}/{comparison['pairs_total']} eligible",
-    ]
-    head = comparison["headline"]
-    if head is None:
-        lines.append(f"Pass rate {comparison['withheld_reason']}")
-    else:
-        ci = head["lift_ci95_pp"]
-        ci_text = f" [95% CI {ci[0]:+.1f} to {ci[1]:+.1f} pp]" if ci else " [no CI: 1 case]"
-        lines.append(
-            f"Pass rate {head['lift_pp']:+.1f} pp{ci_text} ({cand} "
-            f"{_pct(head['candidate_pass_rate'])}, {base} {_pct(head['baseline_pass_rate'])})"
-        )
-        mde = "n/a (1 case)" if head["mde_pp"] is None else f"{head['mde_pp']:.1f} pp"
-        lines.append(
-            f"Wins {head['wins']}, ties {head['ties']}, losses {head['losses']}; "
-            f"McNemar mid-p {_p_value(head['mcnemar_midp'])}; MDE {mde} (80% power, alpha 0.05)"
-        )
-        k, hat = head["k"], head["pass_hat_k"]
-        if head["pass_hat_k_reason"]:
-            lines.append(f"pass^{k} n/a: {head['pass_hat_k_reason']}")
-        else:
-            lines.append(
-                f"pass^{k} {cand} {_pct(hat['candidate'])}, {base} {_pct(hat['baseline'])}"
+        order=order,
+        system_prompt_sha256={
+            arm: sorted(
+                {
+                    t.system_prompt_sha256
+                    for t in trials
+                    if t.variant == arm and t.system_prompt_sha256
+                }
             )
-
-    flags = ", ".join(comparison["flags"]) or "none"
-    flaky = comparison["flaky_cases"]
-    flaky_text = "; ".join(
-        f"{arm}: {', '.join(flaky[role])}"
-        for arm, role in ((cand, "candidate"), (base, "baseline"))
-        if flaky[role]
+            for arm in (baseline, candidate)
+        },
     )
-    lines.append(f"Flags: {flags}" + (f" (flaky cases {flaky_text})" if flaky_text else ""))
-
-    for name, delta in comparison["deltas"].items():
-        label = _LABELS.get(name, name)
-        if delta["mean_delta"] is None:
-            lines.append(f"{label} unavailable ({delta['coverage']})")
-            continue
-        lines.append(
-            f"{label} {_amount(name, delta['mean_delta'], signed=True)} "
-            f"({cand} {_amount(name, delta['candidate_mean'])}, "
-            f"{base} {_amount(name, delta['baseline_mean'])}, {delta['coverage']})"
-        )
-
-    lines.append("Operational totals:")
-    for arm in (cand, base):
-        totals = comparison["totals"][arm]
-        parts = [f"{totals['trials']} trials"]
-        for name, _ in _TELEMETRY:
-            total = totals[name]
-            label = _LABELS.get(name, name).lower()
-            measured = total["coverage"].split()[0]
-            if total["total"] is None:
-                parts.append(f"{label} unavailable ({measured})")
-            else:
-                parts.append(f"{label} {_amount(name, total['total'])} ({measured})")
-        lines.append(f"  {arm}: " + "; ".join(parts))
-
-    by_round: dict[int, dict[str | None, int]] = defaultdict(lambda: defaultdict(int))
-    for row in comparison["order"]:
-        by_round[row["round"]][row["first"]] += 1
-    if by_round:
-        rounds_text = []
-        for round_, firsts in sorted(by_round.items()):
-            counts = ", ".join(
-                f"{arm} first {n}" if arm else f"{n} without both arms"
-                for arm, n in sorted(firsts.items(), key=lambda kv: (kv[0] is None, str(kv[0])))
-            )
-            rounds_text.append(f"round {round_}: {counts}")
-        lines.append("Order: " + "; ".join(rounds_text))
-
-    if comparison["blocked"]:
-        lines.append("Blocked pairs:")
-        for row in comparison["blocked"]:
-            lines.append(f"  {row['case']} round {row['round']}: " + "; ".join(row["reasons"]))
-    return lines

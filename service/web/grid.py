@@ -1,5 +1,6 @@
 """The case x round x variant grid: one cell per planned trial, coloured by its latest
-attempt's outcome (or its status while it has none), linking to that attempt's page."""
+attempt's outcome (or its status while it has none), linking to that attempt's page.
+`templates/_grid.html` draws it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from service.web.markup import esc
+from service.domain.status import Outcome, TrialStatus
+from service.web.templating import render
 
 
 class GridTrial(Protocol):
@@ -33,12 +35,12 @@ class GridTrial(Protocol):
 
 # What a cell shows, in the legend's order. "missing" is a planned trial with no row: the
 # job was cancelled before it ran.
-STATES = {
-    "passed": "P",
-    "failed": "F",
-    "error": "E",
-    "running": "R",
-    "queued": "Q",
+STATES: dict[str, str] = {
+    Outcome.PASSED: "P",
+    Outcome.FAILED: "F",
+    Outcome.ERROR: "E",
+    TrialStatus.RUNNING: "R",
+    TrialStatus.QUEUED: "Q",
     "missing": "-",
 }
 
@@ -51,11 +53,25 @@ class Cell:
     state: str
     trial: GridTrial | None
 
+    @property
+    def letter(self) -> str:
+        return STATES.get(self.state, "?")
+
+    @property
+    def title(self) -> str:
+        title = f"{self.case} · {self.variant} · round {self.round}: {self.state}"
+        if self.trial is not None:
+            if self.trial.error_kind:
+                title += f" ({self.trial.error_kind})"
+            if self.trial.attempt > 1:
+                title += f", attempt {self.trial.attempt}"
+        return title
+
 
 def cell_state(trial: GridTrial | None) -> str:
     if trial is None:
         return "missing"
-    if trial.status == "finished" and trial.outcome:
+    if trial.status == TrialStatus.FINISHED and trial.outcome:
         return trial.outcome
     return trial.status
 
@@ -83,51 +99,32 @@ def build_cells(
     ]
 
 
-def _cell_html(cell: Cell) -> str:
-    title = f"{cell.case} · {cell.variant} · round {cell.round}: {cell.state}"
-    trial = cell.trial
-    if trial is not None:
-        if trial.error_kind:
-            title += f" ({trial.error_kind})"
-        if trial.attempt > 1:
-            title += f", attempt {trial.attempt}"
-    attrs = (
-        f'class="cell {cell.state}" title="{esc(title)}" data-case="{esc(cell.case)}" '
-        f'data-variant="{esc(cell.variant)}" data-round="{cell.round}" '
-        f'data-outcome="{cell.state}"'
-    )
-    letter = STATES.get(cell.state, "?")
-    if trial is None:
-        return f"<td {attrs}><span>{letter}</span></td>"
-    return (
-        f'<td {attrs} data-trial="{esc(trial.id)}">'
-        f'<a href="/ui/trials/{esc(trial.id)}">{letter}</a></td>'
-    )
+@dataclass(frozen=True)
+class Grid:
+    """The grid as `templates/_grid.html` draws it."""
+
+    variants: Sequence[str]
+    rounds: int
+    rows: list[tuple[str, list[Cell]]]  # (case, its cells)
+    legend: list[tuple[str, str, str]]  # (state, letter, colour)
 
 
-def legend() -> str:
+def _legend() -> list[tuple[str, str, str]]:
     colours = {"missing": "var(--missing)"}
-    items = "".join(
-        f'<li style="--swatch: {colours.get(state, f"var(--{state})")}">{letter} {state}</li>'
-        for state, letter in STATES.items()
-    )
-    return f'<ul class="legend">{items}</ul>'
+    return [
+        (state, letter, colours.get(state, f"var(--{state})")) for state, letter in STATES.items()
+    ]
+
+
+def grid(
+    cases: Sequence[str], variants: Sequence[str], rounds: int, trials: Sequence[GridTrial]
+) -> Grid:
+    rows = build_cells(cases, variants, rounds, trials)
+    return Grid(variants, rounds, list(zip(cases, rows, strict=True)), _legend())
 
 
 def grid_table(
     cases: Sequence[str], variants: Sequence[str], rounds: int, trials: Sequence[GridTrial]
 ) -> str:
-    rows = build_cells(cases, variants, rounds, trials)
-    top = "".join(f'<th colspan="{rounds}">{esc(v)}</th>' for v in variants)
-    second = "".join(f"<th>r{r}</th>" for _ in variants for r in range(1, rounds + 1))
-    body = "".join(
-        f'<tr><th class="case" scope="row">{esc(case)}</th>'
-        + "".join(_cell_html(cell) for cell in row)
-        + "</tr>"
-        for case, row in zip(cases, rows, strict=True)
-    )
-    return (
-        '<table class="grid"><thead>'
-        f'<tr><th rowspan="2">case</th>{top}</tr><tr>{second}</tr>'
-        f"</thead><tbody>{body}</tbody></table>{legend()}"
-    )
+    """The grid alone, as the job page includes it."""
+    return render("_grid.html", grid=grid(cases, variants, rounds, trials))

@@ -1,6 +1,6 @@
 """The UI's routes under /ui, registered on the control plane's app.
 
-They read the store with the API's own scoping (service/api/views.py), so a team sees the
+They read the store with the API's own scoping (service/api/access.py), so a team sees the
 same jobs here as over the API, and another team's job is "not found" in both. Signing in
 with an API token opens a server-side session (service/web/sessions.py) whose id is kept in
 an HttpOnly, SameSite=Strict cookie; the API accepts it for reads, so artifact links work.
@@ -15,22 +15,17 @@ from urllib.parse import parse_qs, quote
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
+from service.api.access import get_job, get_trial, newest_jobs
 from service.api.auth import resolve
+from service.api.cancel import cancel_job
 from service.api.context import Context, Ctx
 from service.api.schemas import EventView
-from service.api.views import (
-    cancel_job,
-    get_job,
-    get_trial,
-    job_report,
-    job_view,
-    trial_view,
-    visible_jobs,
-)
-from service.store.models import Event, Job, Trial
+from service.api.views import job_view, trial_view
+from service.report.from_store import job_report
+from service.store.jobs import find_job
+from service.store.reports import job_trials, trial_events
 from service.teams import Principal, authenticate
 from service.web import pages
 from service.web.csrf import cross_site_problem
@@ -115,9 +110,7 @@ def _job_page(c: Context, caller: Principal, job_id: str) -> HTMLResponse:
             job = get_job(session, caller, job_id)
         except HTTPException as exc:
             return html(pages.not_found_page(str(exc.detail), caller.name), exc.status_code)
-        trials = session.scalars(
-            select(Trial).where(Trial.job_id == job.id).order_by(Trial.order, Trial.attempt)
-        ).all()
+        trials = job_trials(session, job.id)
         return html(
             pages.job_page(job_view(session, job), job_report(session, job), trials, caller.name)
         )
@@ -129,12 +122,10 @@ def _trial_page(c: Context, caller: Principal, trial_id: str) -> HTMLResponse:
             trial = get_trial(session, caller, trial_id)
         except HTTPException as exc:
             return html(pages.not_found_page(str(exc.detail), caller.name), exc.status_code)
-        job = session.get(Job, trial.job_id)
+        job = find_job(session, trial.job_id)
         if job is None:
             return html(pages.not_found_page(f"No trial {trial_id}.", caller.name), 404)
-        rows = session.scalars(
-            select(Event).where(Event.trial_id == trial.id).order_by(Event.seq).limit(EVENTS_SHOWN)
-        ).all()
+        rows = trial_events(session, trial.id, EVENTS_SHOWN)
         events = [EventView(seq=r.seq, type=r.type, payload=r.payload) for r in rows]
         return html(
             pages.trial_page(
@@ -216,8 +207,7 @@ def register_web(app: FastAPI) -> None:
     @app.get("/ui/jobs", include_in_schema=False)
     def jobs(c: Ctx, caller: UiCaller) -> HTMLResponse:
         with c.sessions() as session:
-            query = visible_jobs(caller).order_by(Job.created_at.desc()).limit(JOBS_SHOWN)
-            views = [job_view(session, job) for job in session.scalars(query).all()]
+            views = [job_view(session, job) for job in newest_jobs(session, caller, JOBS_SHOWN)]
         return html(pages.jobs_page(views, caller.name))
 
     @app.get("/ui/jobs/{job_id}", include_in_schema=False)

@@ -12,10 +12,9 @@ import hashlib
 import secrets
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
-from service.store.models import WebSession
+from service.store.web_sessions import add_session, delete_session, find_session
 from service.teams import Principal, hash_token, principal_of
 
 SESSION_COOKIE = "examhall_session"
@@ -33,28 +32,19 @@ def _hash(session_id: str) -> str:
 def open_session(db: Session, token: str, ttl_s: int) -> str:
     """A new session for a token already checked valid; returns the id for the cookie."""
     now = _now()
-    # Expired rows of anyone go with each sign-in, so the table stays small.
-    db.execute(delete(WebSession).where(WebSession.expires_at < now))
     session_id = SESSION_PREFIX + secrets.token_urlsafe(32)
-    db.add(
-        WebSession(
-            sha256=_hash(session_id),
-            token_sha256=hash_token(token),
-            created_at=now,
-            expires_at=now + timedelta(seconds=ttl_s),
-        )
-    )
+    add_session(db, _hash(session_id), hash_token(token), now, now + timedelta(seconds=ttl_s))
     return session_id
 
 
 def session_principal(db: Session, session_id: str, admin_token: str | None) -> Principal | None:
     """Who a session cookie stands for, or None if it is unknown, expired or its token is
     revoked."""
-    row = db.get(WebSession, _hash(session_id))
+    row = find_session(db, _hash(session_id))
     if row is None or row.expires_at <= _now():
         return None
     return principal_of(db, row.token_sha256, admin_token)
 
 
 def close_session(db: Session, session_id: str) -> None:
-    db.execute(delete(WebSession).where(WebSession.sha256 == _hash(session_id)))
+    delete_session(db, _hash(session_id))

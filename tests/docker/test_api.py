@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from service.api.report_schema import Report
 from service.backends.docker import DockerBackend, DockerSettings
 from service.backends.protocol import LaunchSpec
+from service.report.model import Report
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker

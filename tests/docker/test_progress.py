@@ -13,9 +13,9 @@ import docker
 import httpx
 import pytest
 
-from service.api.report_schema import Report
 from service.backends.docker import LABEL_JOB, DockerBackend, DockerSettings
 from service.cli.client import Client
+from service.report.model import Report
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker

@@ -6,14 +6,15 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import TrialResult
-from service.api.views import job_report
 from service.launch.trial import TrialRecord
+from service.report.from_store import job_report
+from service.report.model import Report
 from service.scheduler import Scheduler
 from service.store.models import Job, Trial
 from tests.store.conftest import submit
 
 
-def _report(sessions: sessionmaker[Session], job_id: str) -> dict[str, object]:
+def _report(sessions: sessionmaker[Session], job_id: str) -> Report:
     with sessions() as session:
         return job_report(session, session.get_one(Job, job_id))
 
@@ -29,8 +30,8 @@ def test_a_finished_jobs_report_is_built_once(
     scheduler.record(second, TrialRecord(second, TrialResult("failed", score=0.0)))
     finished = _report(sessions, job.id)
     assert running is not finished
-    [variant] = finished["variants"]  # type: ignore[misc]
-    assert (variant["outcomes"]["passed"], variant["outcomes"]["failed"]) == (1, 1)
+    [variant] = finished.variants
+    assert (variant.outcomes.passed, variant.outcomes.failed) == (1, 1)
     assert _report(sessions, job.id) is finished
 
 

@@ -25,8 +25,8 @@ from sandbox.protocol import (
     TrialResult,
     Usage,
 )
-from service.api.views import job_report
 from service.launch.trial import TrialRecord
+from service.report.from_store import job_report
 from service.scheduler import EVENT_BATCH, EventSink, Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Artifact, Job, Trial
@@ -236,7 +236,7 @@ def _run_docs_lift_job(sessions: sessionmaker[Session]) -> dict[str, Any]:
     with sessions() as session:
         stored = session.get(Job, job.id)
         assert stored is not None and stored.status == "finished"
-        return job_report(session, stored)
+        return job_report(session, stored).model_dump(mode="json")
 
 
 def _comparable(report: Any) -> Any:

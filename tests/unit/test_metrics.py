@@ -16,7 +16,7 @@ import pytest
 import scipy.stats  # type: ignore[import-untyped]  # no stubs; tests only
 
 from service.report.commands import add_commands
-from service.report.metrics import (
+from service.report.estimates import (
     CaseOutcomes,
     bootstrap_ci,
     clustered_stderr,
@@ -417,7 +417,7 @@ def test_stats_bad_k_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_all_cases_equal_gets_a_wilson_interval_not_a_point() -> None:
-    from service.report.metrics import summarize, wilson_interval
+    from service.report.estimates import summarize, wilson_interval
 
     none_pass = summarize({f"c{i}": [False, False] for i in range(4)}, 2, seed=0)["pass_at_1"]
     assert none_pass["value"] == 0.0

@@ -17,6 +17,7 @@ import scipy.optimize  # type: ignore[import-untyped]  # no stubs; tests only
 import scipy.stats  # type: ignore[import-untyped]
 
 from service.domain.planner import plan
+from service.report.model import Comparison
 from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED
 from service.report.paired import (
     BLOCKS_PAIRS,
@@ -24,8 +25,8 @@ from service.report.paired import (
     compare,
     mcnemar_midp,
     minimum_detectable_effect,
-    render_comparison_text,
 )
+from service.report.render_text import comparison_lines
 
 BASE, CAND = "without_docs", "with_docs"
 
@@ -61,10 +62,17 @@ def design_of(
 
 
 def run(trials: list[ArmTrial], cases: list[str], rounds: int, **kw: Any) -> dict[str, Any]:
+    """The comparison as the report's JSON has it."""
     options: dict[str, Any] = {"k": 2, "seed": 7, "resamples": 200} | kw
     result = compare(trials, baseline=BASE, candidate=CAND, cases=cases, rounds=rounds, **options)
-    json.dumps(result, allow_nan=False)  # JSON-ready: raises on NaN or infinity anywhere
-    return result
+    dumped = result.model_dump(mode="json")
+    json.dumps(dumped, allow_nan=False)  # JSON-ready: raises on NaN or infinity anywhere
+    assert Comparison.model_validate(dumped) == result  # and it reads back as it was
+    return dumped
+
+
+def render_comparison_text(result: dict[str, Any]) -> list[str]:
+    return comparison_lines(Comparison.model_validate(result))
 
 
 def replace(

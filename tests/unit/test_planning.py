@@ -1,4 +1,5 @@
-"""The planning evaluator: mulberry32 bit for bit, draw order, failures, deadlines, the CLI."""
+"""The seed's reference evaluator and the simulator: mulberry32 bit for bit, draw order,
+failures, deadlines, the CLI."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from service.planning import FLOOR, Evaluation, evaluate, seeded, simulate
 from service.report.commands import add_commands
+from service.report.seed_reference import FLOOR, Evaluation, evaluate, seeded
+from service.report.simulator import simulate
 
 # --- mulberry32 ---------------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
-"""Real reports match the schema the API documents (extra fields forbidden)."""
+"""Reports are `model.Report`s whose JSON reads back as the same model (extra fields
+forbidden), so the documented shape is the one the endpoint serves."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from service.api.report_schema import Report
-from service.report.build import JobFacts, TrialFacts, build_report, render_text
+from service.report.build import JobFacts, TrialFacts, build_report
+from service.report.model import Report
+from service.report.render_text import render_text
 
 
 def _job(**overrides: object) -> JobFacts:
@@ -64,7 +66,8 @@ def test_published_and_withheld_reports_match_the_documented_schema() -> None:
             case_order=["a", "b"],
             generated_at=datetime(2026, 12, 2),
         )
-        parsed = Report.model_validate(report)
+        parsed = Report.model_validate(report.model_dump(mode="json"))
+        assert parsed == report
         comparison = parsed.comparisons[0]
         assert (comparison.headline is None) == blocked
         assert "pass@1" in render_text(report)
@@ -74,4 +77,27 @@ def test_single_variant_report_matches_the_schema() -> None:
     job = _job(baseline=None, arms=("default",), docs_sha256=None, docs_name=None, rounds=1)
     trials = [TrialFacts("a", "default", 1, 0, 1, "finished", "passed", None, None)]
     report = build_report(job, trials, case_order=["a"], generated_at=datetime(2026, 12, 2))
-    assert Report.model_validate(report).comparisons == []
+    assert Report.model_validate(report.model_dump(mode="json")) == report
+    assert report.comparisons == []
+
+
+def test_store_and_report_never_import_the_api_or_the_web() -> None:
+    # The report is built below the HTTP layer: the API and the pages call it, never the
+    # other way round.
+    import ast
+    from pathlib import Path
+
+    import service
+
+    root = Path(service.__file__).parent
+    for package in ("store", "report"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue
+                for name in names:
+                    assert not name.startswith(("service.api", "service.web")), (path, name)

@@ -5,19 +5,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from service.api.schemas import EventView, JobView, TrialCounts
+from service.api.schemas import EventView, JobView, TrialCounts, TrialView
 from service.report.build import JobFacts, TrialFacts, build_report
+from service.report.model import MetricView
 from service.web.charts import pass_rate_chart
 from service.web.grid import build_cells, grid_table
-from service.web.pages import job_page, jobs_page, login_page
+from service.web.pages import job_page, jobs_page, login_page, not_found_page, trial_page
 from service.web.routes import safe_next
 from service.web.transcript import transcript
 
 EVIL = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
-def metric(value: float | None, ci: list[float] | None, reason: str | None) -> dict[str, object]:
-    return {"value": value, "ci95": ci, "stderr_clustered": None, "reason": reason, "cases_used": 1}
+def metric(value: float | None, ci: list[float] | None, reason: str | None) -> MetricView:
+    return MetricView(value=value, ci95=ci, stderr_clustered=None, reason=reason, cases_used=1)
+
+
+@dataclass
+class Variant:
+    name: str
+    pass_at_1: MetricView
+    pass_hat_k: MetricView
+
+
+def spec(cases: list[str], arms: list[str], model_id: str = "solution") -> dict[str, object]:
+    """A stored job spec, as the planner writes it."""
+    return {
+        "cases": cases,
+        "variants": {
+            arm: {"model": {"provider": "faux", "id": model_id}, "limits": {}} for arm in arms
+        },
+        "arms": arms,
+    }
 
 
 @dataclass
@@ -35,16 +55,12 @@ class FakeTrial:
 def test_chart_draws_intervals_and_says_why_a_number_is_missing() -> None:
     svg = pass_rate_chart(
         [
-            {
-                "name": EVIL,
-                "pass_at_1": metric(0.5, [0.25, 0.75], None),
-                "pass_hat_k": metric(None, None, "no case has 2 scored trials"),
-            },
-            {
-                "name": "b",
-                "pass_at_1": metric(0.8, None, "one case only"),
-                "pass_hat_k": metric(0.8, None, "one case only"),
-            },
+            Variant(
+                EVIL,
+                metric(0.5, [0.25, 0.75], None),
+                metric(None, None, "no case has 2 scored trials"),
+            ),
+            Variant("b", metric(0.8, None, "one case only"), metric(0.8, None, "one case only")),
         ],
         k=2,
     )
@@ -56,16 +72,7 @@ def test_chart_draws_intervals_and_says_why_a_number_is_missing() -> None:
 
 
 def test_chart_with_one_round_leaves_out_pass_hat_k() -> None:
-    svg = pass_rate_chart(
-        [
-            {
-                "name": "a",
-                "pass_at_1": metric(1.0, [1.0, 1.0], None),
-                "pass_hat_k": metric(1, None, ""),
-            }
-        ],
-        k=1,
-    )
+    svg = pass_rate_chart([Variant("a", metric(1.0, [1.0, 1.0], None), metric(1, None, ""))], k=1)
     assert "pass_hat_k" not in svg and svg.count('class="interval"') == 1
 
 
@@ -84,7 +91,7 @@ def test_grid_has_a_cell_per_planned_trial_from_its_latest_attempt() -> None:
     assert rows[0][0].trial is not None and rows[0][0].trial.id == "t2"
     html = grid_table(["c1", EVIL], ["a", "b"], 2, trials)
     assert html.count('<td class="cell') == 8
-    assert EVIL not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert EVIL not in html and ESCAPED in html
 
 
 def test_transcript_is_text_whatever_the_payload_holds() -> None:
@@ -109,7 +116,7 @@ def test_transcript_is_text_whatever_the_payload_holds() -> None:
     assert "<script" not in html
     assert html.count("<li class=") == 5
     # The call's arguments appear once, with its own event, not again in the message.
-    assert html.count("&quot;x&quot;") == 1 and "&quot;content&quot;" not in html
+    assert html.count("&#34;x&#34;") == 1 and "&#34;content&#34;" not in html
 
 
 def test_pages_escape_what_users_control() -> None:
@@ -119,7 +126,7 @@ def test_pages_escape_what_users_control() -> None:
         team=None,
         suite=EVIL,
         suite_sha256="0" * 64,
-        spec={"variants": {"default": {"model": {"provider": "faux", "id": EVIL}}}},
+        spec=spec(["a"], ["default"], model_id=EVIL),
         planned_trials=1,
         counts=TrialCounts(),
         created_at=datetime(2025, 1, 1),
@@ -175,14 +182,14 @@ def test_job_page_escapes_case_and_variant_names_everywhere() -> None:
         )
     ]
     report = build_report(facts, trials, case_order=cases, generated_at=datetime(2025, 1, 2))
-    assert report["comparisons"][0]["blocked"]  # the errored baselines block their pairs
+    assert report.comparisons[0].blocked  # the errored baselines block their pairs
     job = JobView(
         id="job-1",
         status="finished",
         team=EVIL,
         suite=EVIL,
         suite_sha256="0" * 64,
-        spec={"cases": cases, "arms": [base, cand], "variants": {base: {}, cand: {}}},
+        spec=spec(cases, [base, cand]),
         planned_trials=8,
         counts=TrialCounts(),
         created_at=datetime(2025, 1, 1),
@@ -196,3 +203,129 @@ def test_job_page_escapes_case_and_variant_names_everywhere() -> None:
     assert "<script" not in page
     assert page.count('<td class="cell') == 8
     assert 'class="blocked"' in page and "Lift withheld" in page
+
+
+def test_trial_page_shows_hostile_strings_as_text() -> None:
+    # What a suite, a model and an agent control: the case id, the variant, the judges'
+    # names and details, the error, the artifacts' names, and every event's payload (the
+    # final answer is the last assistant message).
+    now = datetime(2025, 1, 1)
+    trial = TrialView(
+        id="trial-1",
+        job_id="job-1",
+        case_id=EVIL,
+        variant=EVIL,
+        round=1,
+        order=0,
+        attempt=1,
+        status="finished",
+        outcome="error",
+        score=None,
+        error_kind="agent_error",
+        error_message=EVIL,
+        failed_step=EVIL,
+        model_requested=EVIL,
+        model_returned=EVIL,
+        tool_calls=1,
+        system_prompt_sha256=EVIL,
+        limits_hit=[EVIL],
+        usage={EVIL: 1},
+        judges=[{"name": EVIL, "score": 0.0, "detail": EVIL}, EVIL],
+        timings={EVIL: 0.5},
+        container_id=None,
+        started_at=now,
+        finished_at=now,
+        wall_s=1.0,
+        artifacts=[f"{EVIL}.txt"],
+    )
+    job = JobView(
+        id="job-1",
+        status="finished",
+        team=EVIL,
+        suite=EVIL,
+        suite_sha256="0" * 64,
+        spec=spec([EVIL], [EVIL]),
+        planned_trials=1,
+        counts=TrialCounts(),
+        created_at=now,
+        finished_at=now,
+    )
+    events = [
+        EventView(seq=1, type="lifecycle", payload={"step": EVIL, "detail": EVIL}),
+        EventView(seq=2, type="message", payload={"role": "user", "content": EVIL}),
+        EventView(
+            seq=3,
+            type="message",
+            payload={"role": EVIL, "content": EVIL, "model": EVIL, "stop_reason": EVIL},
+        ),
+        EventView(
+            seq=4, type="tool_result", payload={"name": EVIL, "content": EVIL, "error": EVIL}
+        ),
+        EventView(seq=5, type="message", payload={"role": "assistant", "content": f"Final {EVIL}"}),
+    ]
+    page = trial_page(trial, job, events, who=EVIL, shown_limit=5)
+    assert "<script" not in page
+    assert f'<span class="case-id">{ESCAPED}</span>' in page
+    assert f'<pre class="content">Final {ESCAPED}</pre>' in page  # the final answer
+    assert f'<span class="error-text">error: {ESCAPED}</span>' in page
+    assert f"<td>{ESCAPED}</td>" in page  # a judge's name and detail
+    assert 'download="&lt;script&gt;' in page and "%3Cscript%3E" in page  # an artifact
+    assert "Showing the first 5 events" in page
+
+
+def test_job_and_not_found_pages_show_hostile_strings_as_text() -> None:
+    facts = JobFacts(
+        id=EVIL,
+        status="running",
+        suite_name=EVIL,
+        suite_sha256="0" * 64,
+        rounds=1,
+        seed=1,
+        planned=1,
+        model=EVIL,
+        image=EVIL,
+        image_digest=None,
+        service_version="0",
+        created_at=datetime(2025, 1, 1),
+        docs_name=EVIL,
+    )
+    trials = [TrialFacts(EVIL, EVIL, 1, 0, 1, "finished", "failed", None, EVIL)]
+    report = build_report(facts, trials, case_order=[EVIL], generated_at=datetime(2025, 1, 2))
+    job = JobView(
+        id=EVIL,
+        status="running",
+        team=EVIL,
+        suite=EVIL,
+        suite_sha256="0" * 64,
+        spec=spec([EVIL], [EVIL], model_id=EVIL),
+        planned_trials=1,
+        counts=TrialCounts(),
+        created_at=datetime(2025, 1, 1),
+        finished_at=None,
+    )
+    grid = [FakeTrial(EVIL, EVIL, EVIL, 1, 1, "finished", "failed")]
+    page = job_page(job, report, grid, who=EVIL)
+    assert "<script" not in page
+    assert f'<th class="case" scope="row">{ESCAPED}</th>' in page  # the case id
+    assert f'<span class="job-id">{ESCAPED}</span>' in page
+    assert f'<form method="post" action="/ui/jobs/{ESCAPED}/cancel"' in page
+    assert f"<title>{ESCAPED}</title>" in page  # the variant, in the chart
+    missing = not_found_page(f"No job {EVIL}.", who=EVIL)  # the id comes from the URL
+    assert "<script" not in missing and f"No job {ESCAPED}." in missing
+
+
+def test_templates_mark_nothing_safe() -> None:
+    # Autoescaping is on for every template and no value bypasses it: the one place that
+    # would need raw markup (the chart's SVG) is a template itself.
+    import re
+    from pathlib import Path
+
+    from service.web import templating
+
+    assert templating.ENV.autoescape is True
+    web = Path(templating.__file__).parent
+    for path in web.glob("templates/*"):
+        text = path.read_text()
+        assert not re.search(r"\|\s*safe\b|autoescape\s+false", text), path
+    for path in web.glob("*.py"):
+        assert not re.search(r"\bMarkup\b|markupsafe", path.read_text()), path

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from service.api.access import NOT_FOUND, get_job
 from service.api.auth import Caller
 from service.api.context import Ctx
-from service.api.report_schema import Report
-from service.api.views import job_report
-from service.report.build import render_text
+from service.report.from_store import job_report
+from service.report.model import Report
+from service.report.render_text import render_text
 
 router = APIRouter()
 
@@ -35,4 +35,4 @@ def report(
         data = job_report(session, get_job(session, caller, job_id))
     if format == "text":
         return PlainTextResponse(render_text(data))
-    return JSONResponse(data)
+    return JSONResponse(data.model_dump(mode="json"))

@@ -12,7 +12,7 @@ For case i with n_i scored trials and c_i passes (DESIGN.md, "Statistics"):
 - pass@k = mean_i [1 - C(n_i-c_i,k)/C(n_i,k)] over cases with n_i >= k (Chen et al. 2021):
   the chance that at least one of k such trials passes
 
-No function returns NaN. Where a number cannot be computed it is None, and `summarize` says
+No function returns NaN. Where a number cannot be computed it is None, and `estimate` says
 why in the metric's `reason`.
 """
 
@@ -198,7 +198,7 @@ def bootstrap_ci(
 def case_resamples(n: int, *, seed: int, resamples: int) -> Iterator[list[int]]:
     """The indices (into n cases in id order) that each bootstrap resample picks.
 
-    `bootstrap_ci` and the faster bootstraps of one statistic (`summarize`'s, the paired
+    `bootstrap_ci` and the faster bootstraps of one statistic (`estimate`'s, the paired
     lift's) all draw here, so for one seed they resample the very same cases.
     """
     rng = random.Random(seed)
@@ -224,8 +224,7 @@ def _mean_bootstraps(
     mean of a resample is the same rational over the column's common denominator as over
     the resample's own (`_exact_mean`), and int / int rounds it once, correctly. What
     differs is the cost: each case is tallied once instead of once per resample, and one
-    draw serves every metric, which took a 10k-trial report from seconds to a fraction
-    of one (bench/report_cost.py).
+    draw serves every metric.
     """
     n = len(columns[0])
     scaled: list[tuple[list[int], int]] = []
@@ -242,10 +241,12 @@ def _mean_bootstraps(
 def t_quantile(p: float, df: int) -> float:
     """Student's t quantile by the Cornish-Fisher expansion (Abramowitz & Stegun 26.7.5).
 
-    The standard library has no t distribution; for the 0.8-0.995 quantiles used here the
-    expansion is within 0.005 of the exact value from df = 3 on (2.4468 vs 2.4469 at
-    p = 0.975, df = 6); at df = 1 it is low (11.3 vs 12.7), so two-case intervals stay a
-    little narrow.
+    The standard library has no t distribution; at p = 0.975 the expansion is within 0.005
+    of the exact value from df = 3 on (3.1786 vs 3.1824 at df = 3, 2.4468 vs 2.4469 at
+    df = 6), 0.03 low at df = 2 (4.271 vs 4.303) and 1.4 low at df = 1 (11.30 vs 12.71).
+    The low df = 1 value changes nothing: `expanded_level` for two cases is 1.0 either way
+    (the normal tail beyond sqrt(2) * 11.3 = 16 is far below a float's resolution next to
+    1), so a two-case interval is the full range of its bootstrap distribution.
     """
     z = NormalDist().inv_cdf(p)
     g1 = (z**3 + z) / 4
@@ -377,13 +378,37 @@ def _metric(plan: _Plan, distribution: list[float] | None) -> Metric:
     )
 
 
-def summarize(
+@dataclasses.dataclass(frozen=True)
+class Estimates:
+    """pass@1, pass^k and pass@k of a set of cases, with what they were computed over."""
+
+    pass_at_1: Metric
+    pass_hat_k: Metric
+    pass_at_k: Metric
+    k: int
+    cases: int
+    trials: int
+    seed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pass_at_1": self.pass_at_1.to_json(),
+            "pass_hat_k": self.pass_hat_k.to_json(),
+            "pass_at_k": self.pass_at_k.to_json(),
+            "k": self.k,
+            "cases": self.cases,
+            "trials": self.trials,
+            "seed": self.seed,
+        }
+
+
+def estimate(
     cases: CaseOutcomes, k: int, *, seed: int, resamples: int = DEFAULT_RESAMPLES
-) -> dict[str, Any]:
+) -> Estimates:
     """pass@1, pass^k and pass@k with bootstrap intervals and clustered standard errors.
 
-    JSON-ready (no tuples, no NaN). Each metric's bootstrap starts from `seed`, so a metric's
-    interval does not change when another metric is added or removed.
+    Each metric's bootstrap starts from `seed`, so a metric's interval does not change when
+    another metric is added or removed.
     """
     k = _check_k(k)
     tallies = _tally(cases)
@@ -407,13 +432,20 @@ def summarize(
         columns = [plans[name][0].fractions for name in names]
         drawn = _mean_bootstraps(columns, seed=seed, resamples=resamples)
         distributions.update(zip(names, drawn, strict=True))
-    return {
-        **{
-            name: _metric(plan, distributions.get(name)).to_json()
-            for name, (plan, _) in plans.items()
-        },
-        "k": k,
-        "cases": len(tallies),
-        "trials": sum(n for n, _ in tallies),
-        "seed": seed,
-    }
+    metrics = {name: _metric(plan, distributions.get(name)) for name, (plan, _) in plans.items()}
+    return Estimates(
+        pass_at_1=metrics["pass_at_1"],
+        pass_hat_k=metrics["pass_hat_k"],
+        pass_at_k=metrics["pass_at_k"],
+        k=k,
+        cases=len(tallies),
+        trials=sum(n for n, _ in tallies),
+        seed=seed,
+    )
+
+
+def summarize(
+    cases: CaseOutcomes, k: int, *, seed: int, resamples: int = DEFAULT_RESAMPLES
+) -> dict[str, Any]:
+    """`estimate`'s numbers as JSON (no tuples, no NaN), as `examhall stats --json` prints them."""
+    return estimate(cases, k, seed=seed, resamples=resamples).to_json()

@@ -1,10 +1,14 @@
-"""In-process evaluation for planning repetitions: how many runs (k) a design needs.
+"""The seed's reference evaluator, reproduced on purpose.
 
-`simulate` must agree bit for bit with the reference evaluator, which draws from the JS
-mulberry32 generator; `seeded` is that generator in 32-bit unsigned arithmetic, and
-`evaluate` consumes draws in the reference's order (task by task, each task's k runs in
-turn). Pass rates come from `service.report.metrics`, which rounds once from the exact
+The reference draws from the JS mulberry32 generator. It is reproduced here bit for bit, so
+that `examhall simulate` (`service.report.simulator`) gives the very numbers the reference
+gives for a seed: `seeded` is mulberry32 in 32-bit unsigned arithmetic, and `evaluate` runs
+tasks k times and consumes draws in the reference's order (task by task, each task's k runs
+in turn). Pass rates come from `service.report.estimates`, which rounds once from the exact
 rational mean, so the floats do not depend on summation order either.
+
+It is not how the service runs trials (the scheduler does, in containers); only the
+simulator uses it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
 from typing import Literal
 
-from service.report import metrics
+from service.report import estimates
 
 _MASK32 = 0xFFFFFFFF
 _TWO_32 = 4294967296.0  # 2**32
@@ -82,7 +86,7 @@ class Evaluation:
     """The per-run deadline that applied (None: no timeout was given)."""
 
 
-def _check_positive_int(name: str, value: object) -> int:
+def check_positive_int(name: str, value: object) -> int:
     # bool is an int subclass; True as a count is a bug, not a 1.
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -149,7 +153,7 @@ def evaluate(tasks: Sequence[Task], k: int, timeout_s: float | None = None) -> E
     gets max(FLOOR, timeout_s / (len(tasks) * k)) seconds in a worker thread; without it,
     runs execute inline on the calling thread (nothing to enforce, no thread to pay for).
     """
-    k = _check_positive_int("k", k)
+    k = check_positive_int("k", k)
     task_list = list(tasks)
     if not task_list:
         raise ValueError("evaluate needs at least one task")
@@ -183,8 +187,8 @@ def evaluate(tasks: Sequence[Task], k: int, timeout_s: float | None = None) -> E
         runs.append(outcomes)
 
     cases = {str(index): outcomes for index, outcomes in enumerate(runs)}
-    pass_at_1 = metrics.pass_at_1(cases)
-    pass_hat_k = metrics.pass_hat_k(cases, k)
+    pass_at_1 = estimates.pass_at_1(cases)
+    pass_hat_k = estimates.pass_hat_k(cases, k)
     # Every task has exactly k >= 1 outcomes, so both are defined.
     assert pass_at_1 is not None and pass_hat_k is not None
     return Evaluation(
@@ -196,24 +200,3 @@ def evaluate(tasks: Sequence[Task], k: int, timeout_s: float | None = None) -> E
         timeouts=timeouts,
         run_deadline_s=deadline_s,
     )
-
-
-def simulate(tasks: int, p: float, k: int, seed: int) -> Evaluation:
-    """`tasks` tasks that each pass a run with probability p, drawn from seeded(seed).
-
-    One generator for the whole design; task 1's k runs take the first k draws, task 2's the
-    next k, and so on. A run passes when its draw < p, so p=0 never passes and p=1 always
-    does (draws are < 1).
-    """
-    tasks = _check_positive_int("tasks", tasks)
-    k = _check_positive_int("k", k)
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
-        raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
-    draw = seeded(seed)
-
-    def run() -> bool:
-        return draw() < p
-
-    # The same closure for every task: what matters is that all of them share `draw` and
-    # that evaluate() calls them in order, inline (no timeout, so no threads reordering).
-    return evaluate([run] * tasks, k)

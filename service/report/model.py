@@ -1,0 +1,219 @@
+"""The job report's types.
+
+`build_report` returns a `Report`; `GET /v1/jobs/{id}/report` serves its dump, and the
+endpoint's OpenAPI schema is generated from these classes; the text renderer
+(`service.report.render_text`) and the web pages read them. There is no other description
+of the report's shape.
+
+The field order of each class is the key order of its JSON. Every class is frozen: a settled
+job's report is cached and shared between callers (`service.report.from_store`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, WithJsonSchema
+
+from service.domain.status import JobStatus
+
+SCHEMA_VERSION = 1
+
+# A sum of measurements: counts (tokens, tool calls) stay integers, seconds and dollars are
+# floats. Kept as they are (not coerced to float), so a token total reads 1234, not 1234.0.
+Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
+
+Flag = Literal["no-lift", "negative-delta", "control-saturated", "treatment-saturated", "flaky"]
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricView(_Part):
+    """One rate with its uncertainty; a None is explained by `reason`."""
+
+    value: float | None
+    ci95: list[float] | None
+    stderr_clustered: float | None
+    reason: str | None
+    cases_used: int
+
+
+class Outcomes(_Part):
+    """A variant's planned trials by their final attempt, and its error kinds."""
+
+    passed: int
+    failed: int
+    error: int
+    unfinished: int
+    error_kinds: dict[str, int]
+    counted_as_failed: int
+    excluded: int
+    limits_hit: dict[str, int]
+    attempts: int
+    retried_attempts: int
+
+
+class CaseRow(_Part):
+    case: str
+    n: int
+    passes: int
+    pass_at_1: float | None
+    pass_hat_k: float | None
+    pass_at_k: float | None
+
+
+class VariantReport(_Part):
+    name: str
+    pass_at_1: MetricView
+    pass_hat_k: MetricView
+    pass_at_k: MetricView
+    scored_trials: int
+    outcomes: Outcomes
+    cases: list[CaseRow]
+
+
+class BlockedPair(_Part):
+    case: str
+    round: int
+    reasons: list[str]
+
+
+class ArmPassHatK(_Part):
+    baseline: float | None
+    candidate: float | None
+
+
+class Headline(_Part):
+    """A complete design's result: published only when no pair is blocked."""
+
+    cases: int
+    baseline_pass_rate: float
+    candidate_pass_rate: float
+    lift_pp: float
+    lift_ci95_pp: list[float] | None
+    lift_ci95_reason: str | None
+    lift_ci95_method: str | None
+    seed: int
+    resamples: int
+    wins: int
+    ties: int
+    losses: int
+    mcnemar_midp: float
+    mcnemar_note: str | None
+    mde_pp: float | None
+    mde_reason: str | None
+    k: int
+    pass_hat_k: ArmPassHatK
+    pass_hat_k_reason: str | None
+
+
+class Delta(_Part):
+    """A paired delta over the pairs where both sides measured it."""
+
+    mean_delta: float
+    candidate_mean: float
+    baseline_mean: float
+    pairs_measured: int
+    coverage: str
+
+
+class DeltaUnavailable(_Part):
+    """No pair had the measurement on both sides: unavailable, never zero."""
+
+    mean_delta: None
+    status: Literal["unavailable"]
+    coverage: str
+
+
+class Total(_Part):
+    total: Number
+    trials_measured: int
+    coverage: str
+
+
+class TotalUnavailable(_Part):
+    total: None
+    status: Literal["unavailable"]
+    coverage: str
+
+
+class ArmTotals(_Part):
+    """What an arm's trials spent, every attempt counted (blocked or retried ones too)."""
+
+    trials: int
+    tokens: Total | TotalUnavailable
+    tool_calls: Total | TotalUnavailable
+    latency_s: Total | TotalUnavailable
+    cost_usd: Total | TotalUnavailable
+
+
+class PairOrder(_Part):
+    case: str
+    round: int
+    first: str | None
+
+
+class FlakyCases(_Part):
+    baseline: list[str]
+    candidate: list[str]
+
+
+class Deltas(_Part):
+    tokens: Delta | DeltaUnavailable
+    tool_calls: Delta | DeltaUnavailable
+    latency_s: Delta | DeltaUnavailable
+    cost_usd: Delta | DeltaUnavailable
+
+
+# The telemetry of Deltas and ArmTotals, in report order.
+TELEMETRY = ("tokens", "tool_calls", "latency_s", "cost_usd")
+
+
+class Comparison(_Part):
+    baseline: str
+    candidate: str
+    pairs_total: int
+    pairs_eligible: int
+    blocked: list[BlockedPair]
+    headline: Headline | None
+    withheld_reason: str | None
+    flags: list[Flag]
+    flaky_cases: FlakyCases
+    deltas: Deltas
+    totals: dict[str, ArmTotals]
+    order: list[PairOrder]
+    # The distinct system prompts each arm's final attempts saw: proof the arms differed.
+    system_prompt_sha256: dict[str, list[str]]
+
+
+class Record(_Part):
+    service_version: str
+    image: str
+    image_digest: str | None
+    suite: str
+    suite_sha256: str
+    docs: str | None
+    docs_sha256: str | None
+    baseline: str | None
+    arms: list[str]
+    model_requested: str
+    models_returned: list[str]
+    submitted_at: str
+    generated_at: str
+    k: int
+    cases: list[str]
+    seed: int
+    planned_trials: int
+
+
+class Report(_Part):
+    schema_version: int
+    job: str
+    status: JobStatus
+    k: int
+    variants: list[VariantReport]
+    comparisons: list[Comparison]
+    notes: list[str]
+    record: Record

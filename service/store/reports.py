@@ -1,0 +1,86 @@
+"""What a job's report and its pages read from the store.
+
+A report needs a dozen columns of every trial, never the whole rows: loading ORM objects
+(judges, final text, every timing) and decoding their JSON would be most of the cost of a
+large job's report. So `report_rows` selects only those columns, with the few JSON fields it
+needs extracted by the database (`->>` and CAST on PostgreSQL, JSON_EXTRACT on SQLite).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Result, Text, cast, select
+from sqlalchemy.orm import Session
+
+from service.store.models import Event, Trial
+
+# The columns of `report_rows`, in order; `report.from_store` maps them onto its TrialFacts.
+REPORT_COLUMNS = (
+    "case_id",
+    "variant",
+    "round",
+    "order",
+    "attempt",
+    "status",
+    "outcome",
+    "error_kind",
+    "model_returned",
+    "input_tokens",
+    "output_tokens",
+    "tool_calls",
+    "latency_s",
+    "system_prompt_sha256",
+    "limits_hit",
+    "cost_usd",
+)
+
+
+def report_rows(session: Session, job_id: str) -> Result[*tuple[Any, ...]]:
+    """Every attempt of the job's trials as rows of REPORT_COLUMNS. `latency_s` is the agent's
+    run time and `limits_hit` is JSON text (decode it with `limits_hit`)."""
+    return session.execute(
+        select(
+            Trial.case_id,
+            Trial.variant,
+            Trial.round,
+            Trial.order,
+            Trial.attempt,
+            Trial.status,
+            Trial.outcome,
+            Trial.error_kind,
+            Trial.model_returned,
+            Trial.usage["input_tokens"].as_integer(),
+            Trial.usage["output_tokens"].as_integer(),
+            Trial.tool_calls,
+            Trial.timings["run_agent"].as_float(),
+            Trial.system_prompt_sha256,
+            # As text: nearly every trial's is "[]", which is then not decoded at all.
+            cast(Trial.limits_hit, Text),
+            Trial.usage["cost_usd"].as_float(),
+        ).where(Trial.job_id == job_id)
+    )
+
+
+def limits_hit(text: str | None) -> tuple[str, ...]:
+    """A trial's `limits_hit` from `report_rows`' JSON text: the usual empty list is not
+    decoded."""
+    if text is None or text == "[]":
+        return ()
+    return tuple(json.loads(text) or ())
+
+
+def job_trials(session: Session, job_id: str) -> Sequence[Trial]:
+    """Every attempt of the job's trials, in planned order (the job page's grid)."""
+    return session.scalars(
+        select(Trial).where(Trial.job_id == job_id).order_by(Trial.order, Trial.attempt)
+    ).all()
+
+
+def trial_events(session: Session, trial_id: str, limit: int) -> Sequence[Event]:
+    """The first `limit` events of a trial, in order (the trial page's transcript)."""
+    return session.scalars(
+        select(Event).where(Event.trial_id == trial_id).order_by(Event.seq).limit(limit)
+    ).all()
