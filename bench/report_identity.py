@@ -433,6 +433,15 @@ def _masked(text: str) -> str:
     return _GENERATED.sub(lambda m: f"{m[1]}GENERATED{m[2]}" if m[1] else f"{m[3]}GENERATED", text)
 
 
+def _front_settings() -> Any:
+    """The front door's settings, read as the commit being measured reads them."""
+    try:
+        from service.api.settings import front_settings
+    except ImportError:  # before service/settings.py
+        return FrontSettings.from_env()  # type: ignore[attr-defined]
+    return front_settings()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", help="SQLite file to write (default: a temporary one)")
@@ -450,7 +459,7 @@ def main() -> int:
         # The lifespan (Docker, the image, the scheduler) does not run; the routes read
         # only these.
         app.state.ctx = types.SimpleNamespace(
-            sessions=sessions, admin_token=ADMIN, settings=FrontSettings.from_env()
+            sessions=sessions, admin_token=ADMIN, settings=_front_settings()
         )
         out = sys.stdout
         # Not entered as a context manager: that would run the lifespan.
