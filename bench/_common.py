@@ -158,6 +158,8 @@ class ControlPlane:
             "EXAMHALL_DATABASE_URL": f"sqlite:///{workdir / f'store-{port}.db'}",
             "EXAMHALL_MAX_CONTAINERS": str(max_containers),
             "EXAMHALL_ADMIN_TOKEN": ADMIN_TOKEN,
+            # The benchmarks submit jobs larger than a box's default cap on one request.
+            "EXAMHALL_MAX_PLANNED_TRIALS": "1000000",
         }
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
