@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastapi import HTTPException
-from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
 from service.api.schemas import ErrorBody
@@ -20,17 +19,8 @@ from service.teams import Principal
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 
 
-def _team_scope(caller: Principal) -> str | None:
-    """The team whose jobs the caller sees; None for every team's."""
-    return None if caller.admin else caller.team_id
-
-
-def visible_jobs(caller: Principal) -> Select[Job]:
-    return jobs.jobs_query(_team_scope(caller))
-
-
 def newest_jobs(session: Session, caller: Principal, limit: int) -> Sequence[Job]:
-    return jobs.newest_jobs(session, _team_scope(caller), limit)
+    return jobs.newest_jobs(session, caller.team_id, limit, every_team=caller.admin)
 
 
 def get_job(session: Session, caller: Principal, job_id: str) -> Job:

@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+)
 
 from sandbox.prompt import section_marker
 from sandbox.tools import TOOLS
@@ -180,16 +188,27 @@ class JobRequest(BaseModel):
         return value
 
 
+def _known_limits(value: Any) -> Any:
+    """A stored row's limits without keys this version does not know: requests are strict
+    (a typo is a 422), what earlier versions stored is read as far as it is understood."""
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if k in JobLimits.model_fields}
+    return value
+
+
+StoredLimits = Annotated[JobLimits, BeforeValidator(_known_limits)]
+
+
 class VariantSpec(BaseModel):
     """One variant's harness, resolved: its model and limits are always set."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     model: ModelSpec
     tools: list[str] | None = None
     docs: bool = False
     rules: str | None = None
     command: list[str] | None = None
-    limits: JobLimits
+    limits: StoredLimits
 
     def budget(self) -> dict[str, Any]:
         """The per-trial model budget this variant's limits set (relay and direct alike)."""
@@ -211,7 +230,7 @@ class JobSpec(BaseModel):
     baseline: str | None = None
     comparison: Literal["docs-lift"] | None = None
     rounds: int = 1
-    limits: JobLimits = Field(default_factory=JobLimits)
+    limits: StoredLimits = Field(default_factory=JobLimits)
     seed: int = 0
     credentials: Credentials = "relay"
     max_infra_retries: int = 1

@@ -25,6 +25,8 @@ class Launcher:
         self.backend = backend
         # Running trials and their sandboxes (None while starting).
         self._running: dict[str, Sandbox | None] = {}
+        # Trials stopped while their sandbox was starting: killed as soon as it is up.
+        self._stopped: set[str] = set()
         self._lock = threading.Lock()
 
     def run(
@@ -52,6 +54,9 @@ class Launcher:
             run.timings.update(sandbox.timings)
             with self._lock:
                 self._running[launch.trial_id] = sandbox
+                stopped = launch.trial_id in self._stopped
+            if stopped:
+                sandbox.kill()
             run.started_at = time.monotonic()
             converse(
                 sandbox,
@@ -70,6 +75,7 @@ class Launcher:
             run.ended_at = time.monotonic()
             with self._lock:
                 self._running.pop(launch.trial_id, None)
+                self._stopped.discard(launch.trial_id)
 
     def running_trials(self) -> set[str]:
         with self._lock:
@@ -79,6 +85,9 @@ class Launcher:
         """Kill these trials' sandboxes; their runs return at once and remove them."""
         with self._lock:
             sandboxes = [s for t, s in self._running.items() if t in trial_ids and s is not None]
+            self._stopped.update(
+                t for t, s in self._running.items() if t in trial_ids and s is None
+            )
         for sandbox in sandboxes:
             sandbox.kill()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
@@ -15,11 +14,8 @@ from service import __version__
 from service.domain.job_spec import JobRequest
 from service.domain.planner import Design, job_spec, plan
 from service.domain.status import JobStatus, TrialStatus
+from service.store.clock import now
 from service.store.models import Job, Suite, Trial, queued_trial
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def create_job(
@@ -34,9 +30,9 @@ def create_job(
 ) -> Job:
     """The job's row, its suite's (once per source) and a queued row per planned trial."""
     sha = hashlib.sha256(bundle.source.encode()).hexdigest()
-    now = _now()
+    at = now()
     if session.get(Suite, sha) is None:
-        session.add(Suite(sha256=sha, name=bundle.name, source=bundle.source, created_at=now))
+        session.add(Suite(sha256=sha, name=bundle.name, source=bundle.source, created_at=at))
         session.flush()  # no ORM relationship orders these inserts, so the suite goes first
     planned = plan(list(design.cases), request.rounds, design.arms)
     job = Job(
@@ -53,7 +49,7 @@ def create_job(
         image=image,
         image_digest=image_digest,
         service_version=__version__,
-        created_at=now,
+        created_at=at,
         finished_at=None,
     )
     session.add(job)
@@ -66,18 +62,21 @@ def find_job(session: Session, job_id: str) -> Job | None:
     return session.get(Job, job_id)
 
 
-def jobs_query(team_id: str | None) -> Select[Job]:
-    """The jobs of one team, or of every team when `team_id` is None."""
+def jobs_query(team_id: str | None, *, every_team: bool = False) -> Select[Job]:
+    """The jobs of one team (`team_id` None: those submitted with an admin token), or of
+    every team."""
     query = select(Job)
-    if team_id is not None:
+    if not every_team:
         query = query.where(Job.team_id == team_id)
     return query
 
 
-def newest_jobs(session: Session, team_id: str | None, limit: int) -> Sequence[Job]:
-    """Up to `limit` jobs of one team (every team's when None), newest first."""
-    query = jobs_query(team_id).order_by(Job.created_at.desc()).limit(limit)
-    return session.scalars(query).all()
+def newest_jobs(
+    session: Session, team_id: str | None, limit: int, *, every_team: bool = False
+) -> Sequence[Job]:
+    """Up to `limit` jobs of one team, or of every team, newest first."""
+    query = jobs_query(team_id, every_team=every_team).order_by(Job.created_at.desc())
+    return session.scalars(query.limit(limit)).all()
 
 
 def mark_cancelled(session: Session, job: Job) -> None:
@@ -87,7 +86,7 @@ def mark_cancelled(session: Session, job: Job) -> None:
     if job.status == JobStatus.CANCELLED:
         return
     job.status = JobStatus.CANCELLED
-    job.finished_at = _now()
+    job.finished_at = now()
     # Trials a control plane is claiming right now (row-locked on PostgreSQL) are skipped
     # rather than waited for, which could deadlock with the claim; they start, see the
     # cancel on the scheduler's next loop, and are dropped.

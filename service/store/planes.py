@@ -8,12 +8,13 @@ Until then its trials are left alone, so two planes on one database never run a 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.owners import owner_gone
+from service.store.clock import now
 from service.store.models import Plane
 
 BEAT_EVERY_S = 5.0
@@ -22,13 +23,9 @@ BEAT_EVERY_S = 5.0
 STALE_AFTER_S = 60.0
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 def beat(sessions: sessionmaker[Session], owner: str) -> None:
     """Record that `owner` is alive now."""
-    at = _now()
+    at = now()
     with sessions.begin() as session:
         seen = session.connection().execute(
             update(Plane).where(Plane.owner == owner).values(seen_at=at)
@@ -45,7 +42,7 @@ def forget(sessions: sessionmaker[Session], owner: str) -> None:
 
 def live_planes(session: Session) -> set[str]:
     """Owners of the control planes presumed alive now."""
-    since = _now() - timedelta(seconds=STALE_AFTER_S)
+    since = now() - timedelta(seconds=STALE_AFTER_S)
     seen = session.scalars(select(Plane.owner).where(Plane.seen_at >= since)).all()
     return {owner for owner in seen if not owner_gone(owner)}
 

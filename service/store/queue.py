@@ -9,21 +9,16 @@ state it expects, so a row another plane changed meanwhile is never taken from i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.domain.status import JobStatus, TrialStatus
+from service.store.clock import now
 from service.store.db import CLAIM_LOCK, take_turns
 from service.store.models import Artifact, Event, Job, Suite, Team, Trial
 from service.store.queries import dict_of
-
-
-def now() -> datetime:
-    """The store's clock: naive UTC."""
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class Claimed(NamedTuple):

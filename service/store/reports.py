@@ -72,13 +72,6 @@ def limits_hit(text: str | None) -> tuple[str, ...]:
     return tuple(json.loads(text) or ())
 
 
-def job_trials(session: Session, job_id: str) -> Sequence[Trial]:
-    """Every attempt of the job's trials, in planned order (the job page's grid)."""
-    return session.scalars(
-        select(Trial).where(Trial.job_id == job_id).order_by(Trial.order, Trial.attempt)
-    ).all()
-
-
 def trial_events(session: Session, trial_id: str, limit: int) -> Sequence[Event]:
     """The first `limit` events of a trial, in order (the trial page's transcript)."""
     return session.scalars(

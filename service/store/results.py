@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import TrialResult
 from service.domain.status import JobStatus, Outcome, TrialStatus
+from service.store.clock import now
 from service.store.models import Artifact, Job, Trial, queued_trial
-from service.store.queue import drop_trials, now
+from service.store.queue import drop_trials
 
 log = logging.getLogger("examhall.store")
 

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from service.store.clock import now
 from service.store.models import Job, Team, Token
 from service.store.queries import dict_of
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def team_by_id(session: Session, team_id: str) -> Team | None:
@@ -30,7 +26,7 @@ def add_team(session: Session, name: str, max_containers: int | None) -> Team:
         id=f"team-{uuid.uuid4().hex[:12]}",
         name=name,
         max_containers=max_containers,
-        created_at=_now(),
+        created_at=now(),
     )
     session.add(team)
     session.flush()
@@ -46,7 +42,7 @@ def add_token(session: Session, team_id: str | None, sha256: str, prefix: str) -
             admin=team_id is None,
             sha256=sha256,
             prefix=prefix,
-            created_at=_now(),
+            created_at=now(),
         )
     )
     session.flush()
@@ -63,7 +59,7 @@ def revoke_tokens(session: Session, prefix: str) -> int:
         select(Token).where(Token.prefix.startswith(prefix), Token.revoked_at.is_(None))
     ).all()
     for row in rows:
-        row.revoked_at = _now()
+        row.revoked_at = now()
     return len(rows)
 
 

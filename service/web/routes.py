@@ -25,7 +25,8 @@ from service.api.schemas import EventView
 from service.api.views import job_view, trial_view
 from service.report.from_store import job_report
 from service.store.jobs import find_job
-from service.store.reports import job_trials, trial_events
+from service.store.reports import trial_events
+from service.store.trials import job_trials
 from service.teams import Principal, authenticate
 from service.web import pages
 from service.web.csrf import cross_site_problem

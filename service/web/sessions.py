@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy.orm import Session
 
+from service.store.clock import now
 from service.store.web_sessions import add_session, delete_session, find_session
 from service.teams import Principal, hash_token, principal_of
 
 SESSION_COOKIE = "examhall_session"
 SESSION_PREFIX = "exs_"
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _hash(session_id: str) -> str:
@@ -31,9 +28,9 @@ def _hash(session_id: str) -> str:
 
 def open_session(db: Session, token: str, ttl_s: int) -> str:
     """A new session for a token already checked valid; returns the id for the cookie."""
-    now = _now()
+    at = now()
     session_id = SESSION_PREFIX + secrets.token_urlsafe(32)
-    add_session(db, _hash(session_id), hash_token(token), now, now + timedelta(seconds=ttl_s))
+    add_session(db, _hash(session_id), hash_token(token), at, at + timedelta(seconds=ttl_s))
     return session_id
 
 
@@ -41,7 +38,7 @@ def session_principal(db: Session, session_id: str, admin_token: str | None) -> 
     """Who a session cookie stands for, or None if it is unknown, expired or its token is
     revoked."""
     row = find_session(db, _hash(session_id))
-    if row is None or row.expires_at <= _now():
+    if row is None or row.expires_at <= now():
         return None
     return principal_of(db, row.token_sha256, admin_token)
 

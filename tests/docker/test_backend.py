@@ -13,11 +13,12 @@ from typing import Any
 import docker
 import docker.errors
 import pytest
+import requests
 from sqlalchemy import select
 
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
 from service.backends.docker.seccomp import profile_json
-from service.backends.protocol import LaunchSpec
+from service.backends.protocol import LaunchSpec, SandboxError
 from service.launch.launcher import Launcher
 from service.owners import owner_gone
 from service.scheduler import Scheduler
@@ -166,3 +167,19 @@ def test_recovery_takes_over_a_gone_planes_containers_and_spares_a_live_ones(
         for container in containers:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
+
+
+def test_a_start_the_client_gave_up_on_is_an_infra_error_and_leaves_no_container(
+    backend: DockerBackend, docker_client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine creates the container, then its client gives up on the start, as on a
+    busy engine: docker-py lets requests' timeout through unwrapped."""
+
+    def time_out(self: Any, **kwargs: Any) -> None:
+        raise requests.exceptions.ReadTimeout("read timed out")
+
+    monkeypatch.setattr(docker.models.containers.Container, "start", time_out)
+    with pytest.raises(SandboxError, match="read timed out"):
+        backend.start(LaunchSpec("times-out", "job"))
+    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_TRIAL}=times-out"})
+    assert left == []

@@ -29,8 +29,10 @@ from service.launch.trial import TrialRecord
 from service.report.from_store import job_report
 from service.scheduler import EVENT_BATCH, EventSink, Scheduler
 from service.store.db import make_engine, migrate, session_factory
+from service.store.jobs import newest_jobs
 from service.store.models import Artifact, Job, Trial
 from service.store.models import Event as EventRow
+from service.teams import create_team
 from tests.store.conftest import SMOKE, fresh_postgres_database, make_scheduler, submit
 
 ODD = 'naïve ✓ \U0001f9ea "quoted" \\ back\nslash\ttab'
@@ -272,3 +274,20 @@ def test_the_report_from_rows_is_the_same_on_both(
     assert (variants["with_docs"]["attempts"], variants["with_docs"]["retried_attempts"]) == (13, 1)
     [comparison] = report["comparisons"]
     assert comparison["pairs_eligible"] == 12 and comparison["headline"] is not None
+
+
+def test_a_team_sees_its_own_jobs_and_an_admin_every_teams(
+    sessions: sessionmaker[Session],
+) -> None:
+    with sessions.begin() as session:
+        team = create_team(session, "scoped").id
+    mine = submit(sessions, cases=["create-greeting"])
+    with sessions.begin() as session:
+        session.get(Job, mine.id).team_id = team  # type: ignore[union-attr]
+    admins = submit(sessions, cases=["create-greeting"])
+    with sessions() as session:
+        assert [j.id for j in newest_jobs(session, team, 10)] == [mine.id]
+        # No team is not "every team": it is the jobs submitted with an admin token.
+        assert [j.id for j in newest_jobs(session, None, 10)] == [admins.id]
+        everyone = newest_jobs(session, None, 10, every_team=True)
+        assert {j.id for j in everyone} == {mine.id, admins.id}

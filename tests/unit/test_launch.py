@@ -23,6 +23,7 @@ from sandbox.protocol import (
 from sandbox.relay import ModelCallMessage, ModelReplyMessage
 from service.backends.fake import FakeBackend, FakeWorker, WorkerFunction
 from service.backends.protocol import FoundSandbox, LaunchSpec, SandboxExit
+from service.launch.conversation import SandboxRun
 from service.launch.launcher import Launcher
 from service.launch.trial import SESSION, TrialRecord, run_trial
 
@@ -139,3 +140,33 @@ def test_the_launcher_stops_what_runs_and_its_reaper_spares_it() -> None:
     thread.join(5)
     assert time.monotonic() - began < 5 and not runs[0].timed_out
     assert runs[0].exit_code == 137 and launcher.running_trials() == set()
+
+
+def test_a_trial_stopped_while_its_sandbox_starts_is_killed_once_it_is_up() -> None:
+    """A cancel or a shutdown that comes while the backend is still starting the sandbox
+    is not lost: the run ends at once instead of at its deadline."""
+    starting, release = threading.Event(), threading.Event()
+
+    def slow_start(launch: LaunchSpec) -> None:
+        starting.set()
+        release.wait(10)
+
+    def worker(w: FakeWorker) -> int:
+        w.hang()
+        return 0
+
+    launcher = Launcher(FakeBackend(worker, refuse=slow_start))
+    runs: list[SandboxRun] = []
+    thread = threading.Thread(
+        target=lambda: runs.append(
+            launcher.run(LaunchSpec("slow", "j"), b'{"type": "run"}\n', deadline_s=60,
+                         on_message=lambda m: None)
+        )
+    )  # fmt: skip
+    thread.start()
+    assert starting.wait(5)
+    launcher.stop({"slow"})
+    release.set()
+    thread.join(10)
+    assert not thread.is_alive(), "the stopped trial ran on to its deadline"
+    assert runs[0].exit_code == 137 and not runs[0].timed_out

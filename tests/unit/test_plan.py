@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.domain.job_spec import JobRequest
-from service.domain.planner import JobInputError, plan, resolve_design
+from service.domain.job_spec import JobLimits, JobRequest, JobSpec
+from service.domain.planner import JobInputError, job_spec, plan, resolve_design
 
 
 def _arms(planned: list, case_id: str, round_: int) -> list[str]:  # type: ignore[type-arg]
@@ -94,3 +94,17 @@ def test_model_required_unless_every_variant_has_one() -> None:
         _request(variants={"a": {"model": per_variant}, "b": {"model": per_variant}}, baseline="b")
     )
     assert design.arms == ("b", "a")
+
+
+def test_a_stored_spec_with_limits_this_version_does_not_know_still_reads() -> None:
+    """Requests are strict, rows written by other versions are read as far as understood."""
+    request = _request(model={"provider": "faux", "id": "solution"})
+    design = resolve_design(request, ["a"])
+    stored = job_spec(request, design).model_dump(mode="json")
+    stored["limits"]["max_widgets"] = 3
+    stored["variants"]["default"]["limits"]["max_widgets"] = 3
+    stored["variants"]["default"]["retired_field"] = True
+    spec = JobSpec.model_validate(stored)
+    assert spec.variant("default").limits == design.variants["default"].limits
+    with pytest.raises(ValueError, match="max_widgets"):
+        JobLimits.model_validate({"max_widgets": 3})

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.docker
 
-# The cells' background colours (service/web/markup.py's CSS), as the browser reports them.
+# The cells' background colours (service/web/templates/style.css), as the browser reports them.
 COLOURS = {
     "passed": "rgba(46, 125, 50, 1)",
     "failed": "rgba(198, 40, 40, 1)",

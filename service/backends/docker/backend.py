@@ -113,18 +113,23 @@ class DockerBackend:
         self._caps: list[str] | None = None
 
     def start(self, launch: LaunchSpec) -> DockerSandbox:
-        container = None
+        container = channel = None
         t0 = time.monotonic()
         try:
             container = self.client.containers.create(**self.container_config(launch))
             sock = self.client.api.attach_socket(
                 str(container.id), params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )
+            channel = AttachChannel(sock)
             t1 = time.monotonic()
             container.start()
             timings = {"create": t1 - t0, "start": time.monotonic() - t1}
-            return DockerSandbox(container, AttachChannel(sock), timings)
-        except docker.errors.DockerException as exc:
+            return DockerSandbox(container, channel, timings)
+        except Exception as exc:
+            # Whatever failed (the engine's refusal, or its client timing out on a busy
+            # engine, which docker-py does not wrap), nothing of the launch may stay behind.
+            if channel is not None:
+                channel.close()
             if container is not None:
                 remove(container)
             raise SandboxError(f"The trial's container could not start: {exc}") from exc
