@@ -38,20 +38,18 @@ from pydantic_settings import (
 ENV_PREFIX = "EXAMHALL_"
 
 # Read stripped: only whitespace is the default, as an empty value is.
+# The front door's settings (service/api/settings.py), checked together at the app's start.
+FRONT_FIELDS = (
+    "list_timeout_s",
+    "max_planned_trials",
+    "max_variants",
+    "max_body_bytes",
+    "cookie_secure",
+    "session_ttl_s",
+    "stream_recheck_s",
+)
 _BLANK_IS_UNSET = frozenset(
-    {
-        "max_containers",
-        "sandbox_base",
-        "debian_suite",
-        "debian_mirror",
-        "list_timeout_s",
-        "max_planned_trials",
-        "max_variants",
-        "max_body_bytes",
-        "cookie_secure",
-        "session_ttl_s",
-        "stream_recheck_s",
-    }
+    {"max_containers", "sandbox_base", "debian_suite", "debian_mirror", *FRONT_FIELDS}
 )
 
 

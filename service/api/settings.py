@@ -8,21 +8,13 @@ plane at start with a message naming the variable, rather than failing some requ
 
 from __future__ import annotations
 
-from service.settings import Settings, get_settings
+from service.settings import FRONT_FIELDS, Settings, get_settings
 
 # What the app's callers (and tests) pass as `settings=`: a Settings, whose other fields
 # the app does not read from it.
 FrontSettings = Settings
 
-FRONT_FIELDS = (
-    "list_timeout_s",
-    "max_planned_trials",
-    "max_variants",
-    "max_body_bytes",
-    "cookie_secure",
-    "session_ttl_s",
-    "stream_recheck_s",
-)
+__all__ = ["FRONT_FIELDS", "FrontSettings", "front_settings"]
 
 
 def front_settings() -> Settings:

@@ -153,11 +153,10 @@ class Scheduler:
         with self._slots:
             with self._lock:
                 held = len(self._running) + len(self._listings) + len(self._listing_waits)
-                local = self._listings + self._listing_waits
             free = self.max_containers - held
             if free <= 0:
                 return
-            claimed = queue.claim(self.sessions, self.owner, free, local)
+            claimed = self.claim(free)
             with self._lock:
                 self._running.update(claimed)
         for trial_id, _job_id in claimed:
