@@ -56,8 +56,11 @@ def _transcript(n: int) -> list[Event]:
 
 
 def test_events_are_written_in_batches_in_sequence(
-    sessions: sessionmaker[Session], scheduler: Scheduler
+    sessions: sessionmaker[Session], scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Only the batch size flushes here: a slow machine's time-based flush would shift the
+    # batches this test counts.
+    monkeypatch.setattr("service.scheduler.ingest.EVENT_FLUSH_S", 3600.0)
     submit(sessions, cases=["create-greeting", "fix-config"])
     trials = [trial_id for trial_id, _ in scheduler.claim(2)]
     sinks = [EventSink(sessions, trial_id) for trial_id in trials]
