@@ -113,3 +113,35 @@ def protect_from_oom() -> str | None:
     if value != OOM_EXEMPT:
         raise PrivilegeError(f"oom_score_adj is {value} after writing {OOM_EXEMPT}.")
     return None
+
+
+_CAP_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def drop_all_capabilities() -> None:
+    """Keep uid 0 but hold no capability at all, for good.
+
+    What the root verifier runs is within the agent's reach (a test that imports the agent's
+    code), so it gets root's files and nothing more: no capability to signal, trace or read
+    another process (a process with fewer capabilities than its target cannot ptrace-access
+    it, which keeps the supervisor's and init's memory and descriptors out of reach), and,
+    under no_new_privs, an exec cannot give them back."""
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise PrivilegeError(f"capset failed: {os.strerror(ctypes.get_errno())}")
+    if effective_capabilities():
+        raise PrivilegeError("capabilities remain after capset.")

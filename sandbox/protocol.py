@@ -27,6 +27,9 @@ ErrorKind = Literal[
     "judge_error",
     "sandbox_error",
     "infra_error",
+    # A task's verifier (tests/test.sh) left no reward after the agent's run: a failed run,
+    # since the agent could have sabotaged the container to get there.
+    "no_reward",
 ]
 ERROR_KINDS: tuple[ErrorKind, ...] = (
     "agent_error",
@@ -36,6 +39,7 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     "judge_error",
     "sandbox_error",
     "infra_error",
+    "no_reward",
 )
 Outcome = Literal["passed", "failed", "error"]
 
@@ -53,6 +57,27 @@ class SuiteBundle:
 
     name: str
     source: str
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task that brings its own environment and verifier (Harbor's format).
+
+    The prompt is the task's instruction. The verifier's files (tests/) and, for the oracle
+    agent only, the reference solution (solution/) travel base64-encoded; only the root
+    supervisor ever holds the verifier's, and it writes them into the container after the
+    agent's processes are gone."""
+
+    name: str
+    instruction: str
+    tests: dict[str, str] = field(default_factory=dict)
+    solution: dict[str, str] | None = None
+    verifier_timeout_s: float = 600.0
+    verifier_env: dict[str, str] = field(default_factory=dict)
+    # The task's working directory as its tests know it (e.g. /app, a link to /workspace).
+    workdir: str | None = None
+    # A built-in agent instead of a model's: "oracle" runs solution/solve.sh, "nop" nothing.
+    agent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +144,8 @@ class RunSpec:
     command: tuple[str, ...] | None = None
     sandbox_uid: int = SANDBOX_UID
     sandbox_gid: int = SANDBOX_GID
+    # A task with its own environment and verifier, instead of a judged case of `suite`.
+    task: TaskSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -372,6 +399,30 @@ def _string_map(spec: dict[str, Any], key: str) -> dict[str, str] | None:
     return value
 
 
+def _task(data: Any) -> TaskSpec | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ProtocolError("Run request field 'task' must be an object.")
+    solution = _string_map(data, "solution")
+    agent = data.get("agent")
+    if agent is not None and not isinstance(agent, str):
+        raise ProtocolError("Run request field 'task.agent' must be a string.")
+    workdir = data.get("workdir")
+    if workdir is not None and not isinstance(workdir, str):
+        raise ProtocolError("Run request field 'task.workdir' must be a string.")
+    return TaskSpec(
+        name=_require(data, "name", str),
+        instruction=_require(data, "instruction", str),
+        tests=_string_map(data, "tests") or {},
+        solution=solution,
+        verifier_timeout_s=float(_require(data, "verifier_timeout_s", (int, float))),
+        verifier_env=_string_map(data, "verifier_env") or {},
+        workdir=workdir,
+        agent=agent,
+    )
+
+
 def _limits(data: Any) -> Limits:
     if not isinstance(data, dict):
         raise ProtocolError("Run request field 'limits' must be an object.")
@@ -439,5 +490,6 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
             command=tuple(str(part) for part in spec["command"]) if spec.get("command") else None,
             sandbox_uid=int(spec.get("sandbox_uid", SANDBOX_UID)),
             sandbox_gid=int(spec.get("sandbox_gid", SANDBOX_GID)),
+            task=_task(spec.get("task")),
         )
     )

@@ -27,12 +27,14 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, BinaryIO
 
-from sandbox import limits, privilege
+from sandbox import limits, privilege, verifier
 from sandbox.channel import Channel
 from sandbox.protocol import (
     MAX_LINE_BYTES,
+    WORKSPACE_DIR,
     CasesMessage,
     ErrorKind,
     Event,
@@ -190,6 +192,9 @@ class _Supervision:
         self.timings: dict[str, float] = {}
         self.direct: _Direct | None = None
         self.listing = False
+        # A task trial: the child's result waits here for the verifier's verdict.
+        self.verifying = False
+        self.held: dict[str, Any] | None = None
         # Why the child was ended, when it was the supervisor that ended it.
         self.broken: str | None = None
         self.forwarded = 0
@@ -228,6 +233,9 @@ class _Supervision:
             if self.reported:
                 return
             self.reported = True
+            if self.verifying:
+                self.held = message
+                return
             line = self._completed(message)
         self.channel.send_line(line)
 
@@ -273,6 +281,17 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
     if spec.provider is not None:
         run.direct = _Direct(spec, run.emit)
     bare = dataclasses.replace(spec, credentials=None, provider=None, budget=None)
+    if spec.task is not None:
+        # The verifier's files stay here; the child (and so the agent) never has them.
+        run.verifying = True
+        bare = dataclasses.replace(bare, task=dataclasses.replace(spec.task, tests={}))
+        if spec.task.agent == "oracle" and spec.task.solution:
+            try:
+                verifier.place_solution(spec.task.solution)
+            except (OSError, ValueError) as exc:
+                run.result(_lost(f"The reference solution could not be placed: {exc}"))
+                to_child.close()
+                return None
     to_child.write(encode(RunRequest(spec=bare)))
     return spec
 
@@ -339,8 +358,58 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
                 result, error_message=f"{run.broken} {result.error_message}"
             )
         run.result(result)
+    elif run.held is not None and spec is not None and spec.task is not None:
+        channel.send_line(run._completed(_verified(run, spec, run.held)))
     session = "".join(json.dumps(event, separators=(",", ":")) + "\n" for event in run.events)
     channel.artifact("session.jsonl", session.encode())
+
+
+def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict[str, Any]:
+    """The child's result with the verifier's verdict, when the agent's run ended cleanly
+    (an agent that failed has failed: nothing is verified)."""
+    result = message.get("result")
+    if not isinstance(result, dict) or result.get("error_kind") is not None:
+        return message
+    assert spec.task is not None
+    run.channel.send(StepMessage(step="verify"))
+    run.last_step = "verify"
+    started = time.monotonic()
+    try:
+        verdict = verifier.run(
+            spec.task.tests,
+            timeout_s=spec.task.verifier_timeout_s,
+            env=spec.task.verifier_env,
+            cwd=spec.task.workdir or WORKSPACE_DIR,
+            workspace=Path(WORKSPACE_DIR),
+        )
+    except verifier.NoReward as exc:
+        result.update(
+            outcome="error",
+            score=None,
+            error_kind="no_reward",
+            error_message=f"{exc} A verifier without a reward fails the run.",
+            failed_step="verify",
+        )
+        _send_verifier_log(run)
+    else:
+        run.channel.artifact("verifier.log", verdict.log)
+        result.update(
+            outcome="passed" if verdict.score >= 1.0 else "failed",
+            score=verdict.score,
+            judges=[{"name": "verifier", "score": verdict.score, "detail": verdict.detail}],
+        )
+    finally:
+        timings = result.get("timings")
+        if isinstance(timings, dict):
+            timings["verify"] = round(time.monotonic() - started, 6)
+    return message
+
+
+def _send_verifier_log(run: _Supervision) -> None:
+    with contextlib.suppress(verifier.NoReward, OSError):
+        log = verifier.read_log()
+        if log is not None:
+            run.channel.artifact("verifier.log", log)
 
 
 def _relay(read_fd: int, to_child: _ChildInput, run: _Supervision, child: int) -> None:

@@ -48,6 +48,7 @@ from sandbox.protocol import (
 from sandbox.relay import RelayModel
 from sandbox.suite import AgentRun, Case, cases_of, find_case
 from sandbox.supervisor import supervise
+from sandbox.task_case import run_builtin, task_case
 from sandbox.tools import DEFAULT_TOOLS, select_tools
 from sandbox.tools.base import ToolContext
 from sandbox.tools.bash import kill_strays
@@ -168,6 +169,8 @@ class Worker:
         self.channel.send(CasesMessage(cases=infos))
 
     def load_case(self, spec: RunSpec) -> Case:
+        if spec.task is not None:
+            return task_case(spec.task)
         cases = self.import_suite(spec.suite.name, spec.suite.source)
         try:
             return find_case(cases, spec.case_id)
@@ -183,6 +186,8 @@ class Worker:
             workspace.seed_workspace(
                 Path(WORKSPACE_DIR), case.files, spec.sandbox_uid, spec.sandbox_gid
             )
+            # A task environment's working directory, set aside when its image was built.
+            workspace.copy_seed(Path(workspace.ENVIRONMENT_SEED), Path(WORKSPACE_DIR))
         except workspace.FixtureError as exc:
             _fail("seed_workspace", str(exc))
 
@@ -265,6 +270,10 @@ class Worker:
             return finish(
                 outcome="error", error_kind=kind, error_message=message, failed_step="run_agent"
             )
+        if spec.task is not None:
+            # Scored by the root supervisor's verifier once this process is gone; until
+            # then, and should that never happen, a failure.
+            return finish(outcome="failed", score=0.0)
         self.channel.send(StepMessage(step="judge"))
         started = time.monotonic()
         try:
@@ -295,6 +304,17 @@ class Worker:
         """Step 8; what went wrong, if anything, as the trial's error kind and message."""
         prompt_hash: str | None = None
         try:
+            if spec.task is not None and spec.task.agent is not None:
+                # A built-in agent checks the task; it has no model and no prompt.
+                run_builtin(
+                    spec.task.agent,
+                    env=tool_env,
+                    cwd=spec.task.workdir or WORKSPACE_DIR,
+                    timeout_s=spec.limits.agent_timeout_s,
+                    emit=self.emit,
+                    artifact=self.channel.artifact,
+                )
+                return _Ran(None)
             model, how = resolve_model(
                 spec.model,
                 case,

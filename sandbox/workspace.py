@@ -49,3 +49,27 @@ def seed_workspace(
             handle.write(data)
         os.chown(target, uid, gid)
     return sorted(targets)
+
+
+# Where a task environment's image keeps its working directory's content (the directory
+# itself becomes a link to the trial's workspace when the image is built).
+ENVIRONMENT_SEED = "/opt/examhall/seed"
+
+
+def copy_seed(seed: Path, workspace: Path) -> None:
+    """Copy an image's working-directory content into the workspace, as the sandbox user
+    (the copies are the agent's); modes are kept, owners are not."""
+    if not seed.is_dir():
+        return
+    for source in sorted(seed.rglob("*")):
+        target = workspace / source.relative_to(seed)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)
+        elif source.is_dir():
+            target.mkdir(mode=0o700, exist_ok=True)
+            target.chmod(source.stat().st_mode & 0o777 | 0o700)
+        elif source.is_file():
+            with source.open("rb") as reader, target.open("xb") as writer:
+                while chunk := reader.read(1024 * 1024):
+                    writer.write(chunk)
+            target.chmod(source.stat().st_mode & 0o777 | 0o600)

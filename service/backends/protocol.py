@@ -36,6 +36,11 @@ class LaunchSpec:
     job_id: str
     # Direct-credentials trials call their provider themselves, so they get a network.
     egress: bool = False
+    # A task environment's image (service/environments) instead of the backend's own; such
+    # a sandbox also gets the root-only /tests, /logs and /solution its verifier uses.
+    image: str | None = None
+    # The workspace's size when the task asks for one (Harbor's storage_mb).
+    workspace_bytes: int | None = None
 
 
 @dataclass(frozen=True)

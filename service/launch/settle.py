@@ -14,12 +14,20 @@ import dataclasses
 from sandbox.protocol import ErrorKind, TrialResult
 from service.launch.conversation import SandboxRun
 
+# The root supervisor's step in which a task's verifier runs (sandbox/supervisor.py).
+VERIFY_STEP = "verify"
+
 
 def _error(kind: ErrorKind, message: str, step: str | None = None) -> TrialResult:
     return TrialResult(outcome="error", error_kind=kind, error_message=message, failed_step=step)
 
 
-def settle(run: SandboxRun, collected: TrialResult | None, deadline_s: float) -> TrialResult:
+def settle(
+    run: SandboxRun,
+    collected: TrialResult | None,
+    deadline_s: float,
+    last_step: str | None = None,
+) -> TrialResult:
     if run.infra_error is not None:
         return _error("infra_error", run.infra_error)
     if run.timed_out:
@@ -36,6 +44,15 @@ def settle(run: SandboxRun, collected: TrialResult | None, deadline_s: float) ->
     if run.oom_killed:
         return _error(
             "limit_exceeded", "The trial's sandbox ran out of memory and the worker was killed."
+        )
+    if last_step == VERIFY_STEP:
+        # The verifier runs what the agent left as root: whatever ended the sandbox then
+        # was within the agent's reach, so it is a failed run, not one to retry.
+        return _error(
+            "no_reward",
+            f"The sandbox exited with code {run.exit_code} while the verifier ran, before a "
+            "reward: a verifier without a reward fails the run.",
+            VERIFY_STEP,
         )
     detail = run.channel_error or run.stderr_tail.strip()[-2000:] or "no output"
     return _error(

@@ -103,19 +103,29 @@ def run_trial(
     deadline_s: float,
     on_event: Callable[[Event], None] | None = None,
     on_model_call: OnModelCall | None = None,
+    image: str | None = None,
+    workspace_bytes: int | None = None,
 ) -> TrialRecord:
-    """Run one trial in a fresh sandbox; a spec with provider settings (direct credentials)
-    gets egress."""
+    """Run one trial in a fresh sandbox (of the task environment's `image`, when it has
+    one); a spec with provider settings (direct credentials) gets egress."""
     started = time.monotonic()
     collector = _Collector(on_event)
     run = launcher.run(
-        LaunchSpec(trial_id=spec.trial_id, job_id=job_id, egress=spec.provider is not None),
+        LaunchSpec(
+            trial_id=spec.trial_id,
+            job_id=job_id,
+            egress=spec.provider is not None,
+            image=image,
+            workspace_bytes=workspace_bytes,
+        ),
         encode(RunRequest(spec=spec)),
         deadline_s=deadline_s,
         on_message=collector,
         on_model_call=on_model_call,
     )
-    result = settle(run, collector.result, deadline_s)
+    result = settle(
+        run, collector.result, deadline_s, collector.steps[-1] if collector.steps else None
+    )
     timings = {**result.timings, **{f"container_{k}": v for k, v in run.timings.items()}}
     artifacts = collector.artifacts
     if SESSION not in artifacts:
@@ -144,6 +154,8 @@ def launch_trial(
     providers: ProviderRegistry,
     http: httpx.Client,
     on_event: Callable[[Event], None] | None = None,
+    image: str | None = None,
+    workspace_bytes: int | None = None,
 ) -> TrialRecord:
     """Run a trial with its model reached the way its spec says: a relayed provider through
     a gateway of its own (which keeps the budget and the cost), faux and simulated inside
@@ -159,6 +171,8 @@ def launch_trial(
         deadline_s=deadline_s,
         on_event=on_event,
         on_model_call=gateway,
+        image=image,
+        workspace_bytes=workspace_bytes,
     )
     if gateway is not None:
         record.cost_usd = gateway.spent.cost_usd  # authoritative: kept by the gateway

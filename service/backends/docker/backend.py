@@ -7,6 +7,7 @@ in every case. Which containers are examhall's, and whose, the labels say.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
@@ -139,13 +140,17 @@ class DockerBackend:
         labels = {LABEL_TRIAL: launch.trial_id, LABEL_JOB: launch.job_id, LABEL_OWNER: s.owner}
         if s.scope is not None:
             labels[LABEL_SCOPE] = s.scope
+        resources = s.resources
+        if launch.workspace_bytes is not None:
+            resources = dataclasses.replace(resources, workspace_bytes=launch.workspace_bytes)
         return container_config(
-            image=s.image,
-            resources=s.resources,
+            image=launch.image or s.image,
+            resources=resources,
             network=s.direct_network if launch.egress else s.network,
             caps=self.worker_caps(),
             labels=labels,
             runtime=s.runtime,
+            task_dirs=launch.image is not None,
         )
 
     def worker_caps(self) -> list[str]:

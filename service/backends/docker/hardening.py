@@ -29,6 +29,9 @@ WORKER_CAPS = ("CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE", "KILL")
 # from the OOM killer and pin the agent's processes as its first choice.
 OOM_CAP = "SYS_RESOURCE"
 _TMPFS = "rw,nosuid,nodev"
+# A task's verifier: tests are copied in and rewards written here, by root only, after the
+# agent's processes are gone (sandbox/verifier.py); an agent can neither write nor plant.
+TASK_DIRS = {"/tests": 64, "/logs": 64, "/solution": 64}  # MiB
 
 
 def container_config(
@@ -39,6 +42,7 @@ def container_config(
     caps: list[str],
     labels: dict[str, str],
     runtime: str | None,
+    task_dirs: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments of `containers.create` for one trial's container."""
     config: dict[str, Any] = {
@@ -72,6 +76,9 @@ def container_config(
         "log_config": LogConfig(type="none"),
         "labels": {**labels, LABEL_SECCOMP: profile_digest()[:12]},
     }
+    if task_dirs:
+        for path, mib in TASK_DIRS.items():
+            config["tmpfs"][path] = f"{_TMPFS},size={mib}m,mode=0755"
     if runtime:
         config["runtime"] = runtime
     return config

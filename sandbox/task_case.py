@@ -1,0 +1,80 @@
+"""A task with its own environment, as the worker runs it: a case whose judge is the
+verifier that the root supervisor runs afterwards, and the two built-in agents.
+
+`oracle` runs the reference solution (every sound task must pass with it) and `nop` does
+nothing (every sound task must fail with it): together they check a task, not an agent.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from collections.abc import Callable
+
+from sandbox.agent import AgentFailure
+from sandbox.faux import bash, text
+from sandbox.protocol import Event, LifecycleEvent, TaskSpec
+from sandbox.suite import AgentRun, Case, Judge
+
+BUILTIN_AGENTS = ("oracle", "nop")
+SOLVE_SCRIPT = "/solution/solve.sh"
+OUTPUT_LIMIT = 4 * 1024 * 1024
+# A task trial is made of a shell's work; the file tools come along as for any case.
+TASK_TOOLS = ("bash", "read", "write", "edit", "ls", "find", "grep")
+
+
+def _scored_by_verifier(run: AgentRun) -> float:
+    raise RuntimeError("a task is scored by its verifier, after the worker's run")
+
+
+VERIFIER = Judge(name="verifier", fn=_scored_by_verifier)
+
+
+def task_case(task: TaskSpec) -> Case:
+    """The case the worker runs. The faux and simulated models replay the reference solution
+    as one bash call, which the control plane sends only for those models."""
+    scripts = {}
+    solve = (task.solution or {}).get("solve.sh")
+    if solve is not None:
+        script = base64.b64decode(solve).decode(errors="replace")
+        scripts["solution"] = [bash(script), text("Done.")]
+    return Case(
+        id=task.name, input=task.instruction, judges=[VERIFIER], tools=TASK_TOOLS, scripts=scripts
+    )
+
+
+def run_builtin(
+    agent: str,
+    *,
+    env: dict[str, str],
+    cwd: str,
+    timeout_s: float,
+    emit: Callable[[Event], None],
+    artifact: Callable[[str, bytes], None],
+) -> None:
+    """Run `oracle` or `nop` as the sandbox user. The solution's exit code is recorded, not
+    judged: the verifier decides, as Harbor's oracle does."""
+    if agent == "nop":
+        emit(LifecycleEvent(step="builtin_agent", detail="nop: does nothing"))
+        return
+    if agent != "oracle":
+        raise AgentFailure("agent_error", f"Unknown built-in agent {agent!r}.")
+    emit(LifecycleEvent(step="builtin_agent", detail=f"oracle: bash {SOLVE_SCRIPT}"))
+    try:
+        done = subprocess.run(
+            ["bash", SOLVE_SCRIPT],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout_s,
+            start_new_session=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise AgentFailure("agent_error", "The oracle needs bash, which the image lacks.") from None
+    except subprocess.TimeoutExpired:
+        raise AgentFailure("timeout", f"The reference solution ran past {timeout_s:g} s.") from None
+    artifact("agent.stdout", done.stdout[-OUTPUT_LIMIT:])
+    artifact("agent.stderr", done.stderr[-OUTPUT_LIMIT:])
+    emit(LifecycleEvent(step="builtin_agent", detail=f"solve.sh exited {done.returncode}"))

@@ -1,0 +1,245 @@
+"""A task's verifier, Harbor's contract: after the agent, `tests/test.sh` as root, a reward.
+
+The root supervisor runs this once the sandboxed worker has reported the agent's run. By
+then nothing of the agent may still run (every other process is killed first), and only
+then do the tests appear in /tests: the agent never sees them, nor the reference solution.
+The script runs as uid 0 holding no capability (sandbox/capless.py), in the task's working
+directory, with the verifier's timeout, and leaves its reward in /logs/verifier/reward.json
+or reward.txt.
+
+The agent's files are what the script reads and often runs (a test that imports the agent's
+module), so everything that happens here is within the agent's reach: no reward, a crash, a
+hang, a malformed or oversized reward file are all `NoReward`, a failed run, never an
+unscored one.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.workspace import FixtureError, fixture_target
+
+TESTS_DIR = Path("/tests")
+SOLUTION_DIR = Path("/solution")
+LOGS_DIR = Path("/logs")
+VERIFIER_LOGS = LOGS_DIR / "verifier"
+TEST_SCRIPT = TESTS_DIR / "test.sh"
+LOG_NAME = "test-stdout.txt"
+LOG_LIMIT = 1024 * 1024
+REWARD_LIMIT = 64 * 1024
+# How long the killing of the agent's (or the verifier's) leftovers may take.
+CLEAR_TIMEOUT_S = 10.0
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Runs the command as uid 0 without capabilities; -I keeps the environment we give the
+# command from steering this Python, and the path is examhall's root-owned code.
+_CAPLESS = (
+    "import sys; sys.path.insert(0, '/opt/examhall'); from sandbox.capless import main; main()"
+)
+
+
+class NoReward(Exception):
+    """The verifier left no usable reward; the message says why."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    # The reward as examhall scores it: within [0, 1], passed at 1.
+    score: float
+    reward: dict[str, float]
+    detail: str
+    log: bytes
+
+
+def end_other_processes(timeout_s: float = CLEAR_TIMEOUT_S) -> None:
+    """SIGKILL every process in the container but this one and init, until none is left.
+
+    As root with CAP_KILL, kill(-1) reaches every process but the caller and init, however
+    it detached itself; one round may miss a process forked meanwhile, so it repeats."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        _reap_children()
+        if not _live_others():
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {_live_others()} outlived SIGKILL for {timeout_s} s")
+        time.sleep(0.005)
+
+
+def _reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _live_others() -> list[int]:
+    me = os.getpid()
+    live = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (1, me):
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                state = handle.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if state not in (b"Z", b"X"):  # a zombie is dead; init reaps it
+            live.append(int(name))
+    return live
+
+
+def write_tree(root: Path, files: dict[str, str], mode: int = 0o755) -> None:
+    """Replace what `root` holds with the base64-encoded `files`, root-owned."""
+    for entry in root.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    for name, encoded in files.items():
+        target = fixture_target(root, name)
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(base64.b64decode(encoded))
+        os.chmod(target, mode)
+
+
+def place_solution(files: dict[str, str]) -> None:
+    """The reference solution in /solution, readable by the (oracle) agent."""
+    os.chmod(SOLUTION_DIR, 0o755)
+    write_tree(SOLUTION_DIR, files, 0o755)
+
+
+def hand_to_root(workspace: Path) -> None:
+    """Give the agent's files to root, as Harbor's tests expect to write beside them. Links
+    are changed themselves, never followed: the agent made them."""
+    for directory, dirnames, filenames in os.walk(workspace):
+        for name in [*dirnames, *filenames]:
+            os.lchown(os.path.join(directory, name), 0, 0)
+    os.lchown(workspace, 0, 0)
+
+
+def run(
+    tests: dict[str, str],
+    *,
+    timeout_s: float,
+    env: dict[str, str],
+    cwd: str,
+    workspace: Path,
+) -> Verdict:
+    """Run the verifier and read its reward, or raise NoReward."""
+    end_other_processes()
+    for directory in (LOGS_DIR, TESTS_DIR):
+        os.chmod(directory, 0o755)
+    write_tree(LOGS_DIR, {})
+    VERIFIER_LOGS.mkdir(mode=0o755)
+    try:
+        write_tree(TESTS_DIR, tests)
+    except FixtureError as exc:
+        raise NoReward(f"The task's tests could not be placed: {exc}") from None
+    if not TEST_SCRIPT.is_file():
+        raise NoReward("The task has no tests/test.sh.")
+    hand_to_root(workspace)
+    log_fd = os.open(VERIFIER_LOGS / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-c", _CAPLESS, "/bin/bash", str(TEST_SCRIPT)],
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=log_fd,
+            env={"PATH": DEFAULT_PATH, "HOME": "/root", "LANG": "C.UTF-8", **env},
+            cwd=cwd if os.path.isdir(cwd) else str(workspace),
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(log_fd)
+    try:
+        code = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        end_other_processes()  # the script's own leftovers, and its group on a timeout
+        process.wait()
+    log = read_log() or b""
+    if code is None:
+        raise NoReward(f"The verifier ran past its {timeout_s:g} s timeout.")
+    reward = read_reward()
+    score = reward["reward"] if "reward" in reward else sum(reward.values()) / len(reward)
+    shown = ", ".join(f"{k}={v:g}" for k, v in reward.items())
+    detail = f"reward {shown} (test.sh exited {code} after {time.monotonic() - started:.1f} s)"
+    return Verdict(score=min(1.0, max(0.0, score)), reward=reward, detail=detail, log=log)
+
+
+def read_log() -> bytes | None:
+    return _read_capped(LOG_NAME, LOG_LIMIT)
+
+
+def read_reward() -> dict[str, float]:
+    """Harbor's reward files: reward.json (a number, or names to numbers) first, else
+    reward.txt (one number). The content is never echoed: the files may be links the
+    agent's code made to what only root reads."""
+    for name in ("reward.json", "reward.txt"):
+        data = _read_capped(name, REWARD_LIMIT)
+        if data is None:
+            continue
+        if not data.strip():
+            raise NoReward(f"/logs/verifier/{name} is empty.")
+        try:
+            value = json.loads(data) if name.endswith(".json") else float(data.decode().strip())
+        except (ValueError, UnicodeDecodeError):
+            raise NoReward(f"/logs/verifier/{name} does not hold a number.") from None
+        reward = value if isinstance(value, dict) else {"reward": value}
+        if not reward or not all(_finite_number(v) for v in reward.values()):
+            raise NoReward(f"/logs/verifier/{name} holds a value that is not a finite number.")
+        return {str(k): float(v) for k, v in reward.items()}
+    raise NoReward("The verifier wrote no /logs/verifier/reward.txt or reward.json.")
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _read_capped(name: str, limit: int) -> bytes | None:
+    """A regular file's content in /logs/verifier, None when absent; NoReward for a link, a
+    special file or one over `limit` bytes. The directory is opened without following a
+    link too: the script, as uid 0, could have put one in its place."""
+    try:
+        directory = os.open(VERIFIER_LOGS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise NoReward(f"{VERIFIER_LOGS} is no longer a directory ({exc.strerror}).") from None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise NoReward(f"{VERIFIER_LOGS}/{name} cannot be read ({exc.strerror}).") from None
+    finally:
+        os.close(directory)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise NoReward(f"{VERIFIER_LOGS}/{name} is not a regular file.")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        if name == LOG_NAME:
+            return data[:limit] + b"\n[examhall: log cut at 1 MiB]\n"
+        raise NoReward(f"{VERIFIER_LOGS}/{name} is larger than {limit} bytes.")
+    return data

@@ -1,0 +1,177 @@
+"""A task's verifier in a real sandbox: Harbor's contract, and what the agent cannot do to it.
+
+The image is the sandbox image with what a task environment's worker layer adds (the
+verifier's mount points and a working-directory seed), so these tests hold the root
+supervisor's verifier to its guarantees without an environment build.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import tarfile
+import uuid
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle, TaskSpec
+from service.backends.docker import DockerBackend
+from service.launch.launcher import Launcher
+from service.launch.trial import TrialRecord, run_trial
+from service.report.outcomes import verdict
+
+pytestmark = pytest.mark.docker
+
+ANSWER_TEST = """#!/bin/bash
+if [ "$(cat /workspace/answer.txt 2>/dev/null)" = 42 ]; then echo 1; else echo 0; fi \
+    > /logs/verifier/reward.txt
+"""
+SOLVE = "echo 42 > answer.txt\n"
+
+
+@pytest.fixture(scope="module")
+def task_image(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[str]:
+    dockerfile = (
+        f"FROM {sandbox_image}\n"
+        "RUN mkdir -p /tests /logs /solution /opt/examhall/seed"
+        " && echo hello > /opt/examhall/seed/data.txt && chmod -R a+rX /opt/examhall/seed\n"
+    )
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile.encode()))
+    tag = f"examhall-test/task-verifier:{uuid.uuid4().hex[:12]}"
+    docker_client.images.build(fileobj=io.BytesIO(buffer.getvalue()), custom_context=True, tag=tag)
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+def _files(**files: str) -> dict[str, str]:
+    return {name: base64.b64encode(text.encode()).decode() for name, text in files.items()}
+
+
+def run_task(
+    backend: DockerBackend,
+    image: str,
+    *,
+    test: str,
+    solve: str | None = None,
+    agent: str | None = None,
+    model: str = "simulated/coin?p=1",
+    verifier_timeout_s: float = 30.0,
+) -> TrialRecord:
+    task = TaskSpec(
+        name="answer",
+        instruction="Write 42 to answer.txt.",
+        tests=_files(**{"test.sh": test}),
+        solution=_files(**{"solve.sh": solve}) if solve is not None else None,
+        verifier_timeout_s=verifier_timeout_s,
+        workdir="/workspace",
+        agent=agent,
+    )
+    spec = RunSpec(
+        trial_id=f"test-{uuid.uuid4().hex[:12]}",
+        suite=SuiteBundle("tasks", ""),
+        case_id="answer",
+        model=ModelRef.parse(model),
+        limits=Limits(agent_timeout_s=60),
+        task=task,
+    )
+    return run_trial(Launcher(backend), spec, job_id="tests", deadline_s=120, image=image)
+
+
+def test_the_oracle_passes_and_nop_fails(backend: DockerBackend, task_image: str) -> None:
+    oracle = run_task(backend, task_image, test=ANSWER_TEST, solve=SOLVE, agent="oracle")
+    assert oracle.result.outcome == "passed", oracle.result
+    assert [j.name for j in oracle.result.judges] == ["verifier"]
+    assert oracle.result.judges[0].score == 1.0
+    assert "verify" in oracle.steps and oracle.result.timings["verify"] > 0
+    assert "verifier.log" in oracle.artifacts
+
+    nop = run_task(backend, task_image, test=ANSWER_TEST, solve=SOLVE, agent="nop")
+    assert nop.result.outcome == "failed", nop.result
+    assert nop.result.score == 0.0
+
+
+def test_reward_json_is_read_before_reward_txt(backend: DockerBackend, task_image: str) -> None:
+    test = (
+        "echo 0 > /logs/verifier/reward.txt\n"
+        """echo '{"reward": 1, "style": 0.5}' > /logs/verifier/reward.json\n"""
+    )
+    record = run_task(backend, task_image, test=test, agent="nop")
+    assert record.result.outcome == "passed", record.result
+    assert "style=0.5" in record.result.judges[0].detail
+
+
+def test_the_agent_sees_neither_tests_nor_solution_and_cannot_plant_a_reward(
+    backend: DockerBackend, task_image: str
+) -> None:
+    # The simulated model replays the solution as the agent's own bash call: a probe.
+    probe = (
+        "echo tests: $(ls -A /tests) solution: $(ls -A /solution) end\n"
+        "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt || echo planting refused\n"
+        "cat data.txt; id -u\n"
+    )
+    test = "cp /workspace/data.txt /logs/verifier/seen.txt && echo 0 > /logs/verifier/reward.txt\n"
+    record = run_task(backend, task_image, test=test, solve=probe)
+    shown = [e.content for e in record.events if e.type == "tool_result"]
+    assert shown, record.result
+    assert "tests: solution: end" in shown[0], shown[0]
+    assert "planting refused" in shown[0] and "hello" in shown[0], shown[0]
+    assert "\n0\n" not in shown[0]  # the agent is not root
+    assert record.result.outcome == "failed", record.result  # the verifier's 0 stands
+
+
+def test_agent_code_the_verifier_runs_can_neither_forge_nor_unscore(
+    backend: DockerBackend, task_image: str
+) -> None:
+    # The agent leaves check.sh; the task's test runs it as root, as tests run agents' code.
+    sabotage = (
+        "cat > check.sh <<'EOF'\n"
+        "grep CapEff /proc/self/status\n"
+        "for p in /proc/[0-9]*; do\n"
+        "  grep -qs sandbox.worker $p/cmdline || continue\n"
+        '  cat $p/environ >/dev/null 2>&1 && echo "read $p/environ"\n'
+        """  echo '{"type":"result","result":{"outcome":"passed"}}' 2>/dev/null > $p/fd/1 \\\n"""
+        '    && echo "forged through $p"\n'
+        "done\n"
+        "echo '{\"type\":\"result\"}' 2>/dev/null > /proc/1/fd/1 && echo forged through init\n"
+        "echo 0 > /logs/verifier/reward.txt\n"
+        "EOF\n"
+    )
+    record = run_task(backend, task_image, test="bash /workspace/check.sh\n", solve=sabotage)
+    assert record.result.outcome == "failed", record.result
+    log = record.artifacts["verifier.log"].decode()
+    assert "CapEff:\t0000000000000000" in log, log
+    assert "forged" not in log and "read /proc" not in log, log
+
+    killer = "echo 'kill -9 -1; sleep 5' > check.sh\n"
+    killed = run_task(backend, task_image, test="bash /workspace/check.sh\n", solve=killer)
+    assert killed.result.error_kind == "no_reward", killed.result
+    assert verdict("finished", killed.result.outcome, killed.result.error_kind) is False
+
+
+@pytest.mark.parametrize(
+    ("test", "timeout_s", "words"),
+    [
+        ("exit 0\n", 30.0, "wrote no /logs/verifier/reward.txt"),
+        ("echo many > /logs/verifier/reward.txt\n", 30.0, "does not hold a number"),
+        ("ln -s /proc/1/environ /logs/verifier/reward.txt\n", 30.0, "cannot be read"),
+        ("sleep 60\n", 2.0, "ran past its 2 s timeout"),
+    ],
+)
+def test_a_verifier_without_a_reward_fails_the_run(
+    backend: DockerBackend, task_image: str, test: str, timeout_s: float, words: str
+) -> None:
+    record = run_task(backend, task_image, test=test, agent="nop", verifier_timeout_s=timeout_s)
+    result = record.result
+    assert (result.outcome, result.error_kind, result.failed_step) == (
+        "error",
+        "no_reward",
+        "verify",
+    ), result
+    assert words in (result.error_message or ""), result.error_message
+    assert verdict("finished", result.outcome, result.error_kind) is False
