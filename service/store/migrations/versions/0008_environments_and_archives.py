@@ -24,9 +24,7 @@ depends_on: str | None = None
 def upgrade() -> None:
     with op.batch_alter_table("suites") as batch:
         # The server default fills the existing rows, all of them Python suites.
-        batch.add_column(
-            sa.Column("kind", sa.String(20), nullable=False, server_default="python")
-        )
+        batch.add_column(sa.Column("kind", sa.String(20), nullable=False, server_default="python"))
         batch.add_column(sa.Column("archive", sa.LargeBinary(), nullable=True))
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("error", sa.Text(), nullable=True))
