@@ -44,6 +44,7 @@ FRONT_FIELDS = (
     "max_planned_trials",
     "max_variants",
     "max_body_bytes",
+    "max_suite_archive_bytes",
     "cookie_secure",
     "session_ttl_s",
     "stream_recheck_s",
@@ -201,6 +202,14 @@ class Settings(BaseSettings):
         default=8 * 1024 * 1024,
         ge=1024,
         description="largest request body in bytes; a larger one answers 413",
+    )
+    # POST /v1/suites takes the archive as the body: this cap, not max_body_bytes, is its
+    # limit. The archive is kept in the store, and read in memory to check it.
+    max_suite_archive_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="largest suite archive (POST /v1/suites) in bytes; a larger one answers "
+        "413",
     )
     # Set behind a TLS-terminating proxy, where the control plane itself sees plain HTTP.
     cookie_secure: bool = Field(

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Depends, FastAPI
 from service import __version__, config
 from service.api import allow, errors
 from service.api.auth import UNAUTHORIZED, principal
-from service.api.body_limit import BodyLimit
+from service.api.body_limit import BodyCap, BodyLimit
 from service.api.context import Context
-from service.api.routes import health, jobs, reports, trials
+from service.api.routes import health, jobs, reports, suites, trials
 from service.api.settings import FrontSettings, front_settings
 from service.backends.protocol import SandboxBackend
 from service.backends.registry import create_backend
@@ -95,11 +95,17 @@ def create_app(
     # Authentication runs before the body is read, so a caller without a token learns
     # nothing about the API beyond the 401.
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(principal)], responses=UNAUTHORIZED)
-    for resource in (jobs, trials, reports):
+    for resource in (jobs, trials, reports, suites):
         v1.include_router(resource.router)
     app.include_router(v1)
     allow.install(app)
     app.include_router(health.router)
     register_web(app)
-    app.add_middleware(BodyLimit, max_bytes=front.max_body_bytes)
+    # An archive upload has a cap of its own; every other body has the general one.
+    archive_cap = BodyCap(
+        front.max_suite_archive_bytes,
+        suites.ARCHIVE_SETTING,
+        "Leave large generated files out of the suite.",
+    )
+    app.add_middleware(BodyLimit, max_bytes=front.max_body_bytes, paths={"/v1/suites": archive_cap})
     return app

@@ -2,31 +2,45 @@
 
 A declared Content-Length over the cap is refused at once; a chunked body is counted as it
 arrives and refused as soon as it passes the cap, so no route ever buffers more than that.
+A path may have a cap of its own (POST /v1/suites takes an archive, capped by
+EXAMHALL_MAX_SUITE_ARCHIVE_BYTES), in place of the general one.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
+@dataclass(frozen=True)
+class BodyCap:
+    max_bytes: int
+    setting: str = "EXAMHALL_MAX_BODY_BYTES"
+    advice: str = "Send a smaller suite or docs bundle."
+
+
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, paths: Mapping[str, BodyCap] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.paths = dict(paths or {})
 
-    def _message(self) -> bytes:
+    @staticmethod
+    def _message(cap: BodyCap) -> bytes:
         return json.dumps(
             {
                 "detail": f"The request body is larger than this box accepts "
-                f"({self.max_bytes} bytes, EXAMHALL_MAX_BODY_BYTES). Send a smaller suite "
-                "or docs bundle."
+                f"({cap.max_bytes} bytes, {cap.setting}). {cap.advice}"
             }
         ).encode()
 
-    async def _refuse(self, send: Send) -> None:
-        body = self._message()
+    async def _refuse(self, send: Send, cap: BodyCap) -> None:
+        body = self._message(cap)
         await send(
             {
                 "type": "http.response.start",
@@ -44,14 +58,15 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cap = self.paths.get(scope.get("path", "")) or BodyCap(self.max_bytes)
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
                     declared = int(value)
                 except ValueError:
                     declared = -1
-                if declared > self.max_bytes:
-                    await self._refuse(send)
+                if declared > cap.max_bytes:
+                    await self._refuse(send, cap)
                     return
         seen = 0
         refused = False
@@ -61,9 +76,9 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes and not refused:
+                if seen > cap.max_bytes and not refused:
                     refused = True
-                    await self._refuse(send)
+                    await self._refuse(send, cap)
                     # The route stops reading; whatever it answers is dropped below.
                     return {"type": "http.disconnect"}
             return message

@@ -94,3 +94,13 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     detail: list[ErrorDetail] | str
+
+
+class SuiteView(BaseModel):
+    """An uploaded suite tree, by its content address."""
+
+    id: str = Field(description="sha256:<hex> of the archive as uploaded; jobs name it as suite")
+    name: str
+    kind: str = Field(description="harbor: a directory of Harbor tasks")
+    files: int = Field(description="files in the tree (links inside it count as copies)")
+    bytes: int = Field(description="size of the archive as uploaded")

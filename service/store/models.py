@@ -39,6 +39,11 @@ class Suite(Base):
     name: Mapped[str] = mapped_column(String(200))
     source: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    # 'python': an examhall suite module, in `source`, sha256 of that source.
+    # 'harbor': an uploaded tree of Harbor tasks (service/archives.py), its archive's bytes
+    # as uploaded in `archive` (source empty), sha256 of those bytes.
+    kind: Mapped[str] = mapped_column(String(20), default="python", server_default="python")
+    archive: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class Team(Base):
@@ -108,6 +113,8 @@ class Job(Base):
     service_version: Mapped[str] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # Why the job ended without running its trials (e.g. an environment failed to build).
+    error: Mapped[str | None] = mapped_column(Text)
 
 
 class Trial(Base):
@@ -145,6 +152,9 @@ class Trial(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     wall_s: Mapped[float | None] = mapped_column(Float)
+    # The environment the trial ran in; None: the job's image.
+    image: Mapped[str | None] = mapped_column(String(200))
+    image_digest: Mapped[str | None] = mapped_column(String(100))
 
 
 def queued_trial(
@@ -161,6 +171,23 @@ def queued_trial(
         attempt=attempt,
         status=TrialStatus.QUEUED,
     )
+
+
+class EnvironmentBuild(Base):
+    """One build of a task environment, by the content hash of everything that went into
+    it: a built one is reused by every job (and control plane) that needs it, a failed one
+    keeps its log to show."""
+
+    __tablename__ = "environment_builds"
+    content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(300))
+    image: Mapped[str | None] = mapped_column(String(200))
+    digest: Mapped[str | None] = mapped_column(String(100))
+    # 'built' | 'failed'
+    status: Mapped[str] = mapped_column(String(20))
+    log: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class Event(Base):

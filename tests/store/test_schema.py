@@ -83,3 +83,56 @@ def test_control_planes_starting_together_migrate_one_after_the_other(
         assert _version(engine) == ScriptDirectory.from_config(_config()).get_current_head()
     finally:
         engine.dispose()
+
+
+def test_0008_marks_existing_suites_python_and_adds_what_environments_need(
+    database_url: str,
+) -> None:
+    """A store at 0007 with a suite and a job in it: 0008 keeps them, makes the suite a
+    'python' one, and down again drops exactly what it added."""
+    engine = make_engine(database_url)
+    config = _config()
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0007")
+            connection.execute(
+                text(
+                    "INSERT INTO suites (sha256, name, source, created_at) "
+                    "VALUES ('ab', 'smoke', 'CASES = []', '2024-01-01 00:00:00')"
+                )
+            )
+            command.upgrade(config, "0008")
+        with engine.connect() as connection:
+            row = connection.execute(text("SELECT kind, archive FROM suites")).one()
+            assert tuple(row) == ("python", None)
+        columns = {
+            table: {c["name"] for c in inspect(engine).get_columns(table)}
+            for table in ("suites", "jobs", "trials")
+        }
+        assert {"kind", "archive"} <= columns["suites"]
+        assert "error" in columns["jobs"]
+        assert {"image", "image_digest"} <= columns["trials"]
+        builds = {c["name"]: c for c in inspect(engine).get_columns("environment_builds")}
+        assert set(builds) == {
+            "content_hash",
+            "name",
+            "image",
+            "digest",
+            "status",
+            "log",
+            "started_at",
+            "finished_at",
+        }
+        assert inspect(engine).get_pk_constraint("environment_builds")["constrained_columns"] == [
+            "content_hash"
+        ]
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0007")
+        assert "environment_builds" not in inspect(engine).get_table_names()
+        assert "kind" not in {c["name"] for c in inspect(engine).get_columns("suites")}
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT name FROM suites")).scalar_one() == "smoke"
+    finally:
+        engine.dispose()

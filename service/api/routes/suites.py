@@ -1,0 +1,159 @@
+"""/v1/suites: upload a suite as an archive of its tree, and read one back by id.
+
+The body is the archive itself (a gzip'd or plain tar, Content-Type application/gzip or
+application/x-tar), capped by EXAMHALL_MAX_SUITE_ARCHIVE_BYTES before it is read: a declared
+Content-Length over the cap, or a body that passes it as it streams in, answers 413 (the
+BodyLimit middleware does it first; the route counts again, so it holds without it). The
+archive is read in memory, never unpacked onto a disk here; a hostile or broken one answers
+422 naming the entry and the reason. Suites are content-addressed and shared: the same bytes
+uploaded again answer 200 with the same id (and the first upload's name), new ones 201.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
+
+from service.api.access import NOT_FOUND
+from service.api.auth import Caller
+from service.api.context import Ctx
+from service.api.schemas import ErrorBody, SuiteView
+from service.archives import (
+    DEFAULT_MAX_FILES,
+    DEFAULT_MAX_UNPACKED_BYTES,
+    ArchiveError,
+    count_files,
+)
+from service.domain.planner import JobInputError
+from service.store.models import Suite
+from service.store.suites import get_suite_tree, save_suite_tree
+from service.suite_trees import HARBOR, SuiteTreeError, read_suite_tree
+
+router = APIRouter()
+
+MEDIA_TYPES = ("application/gzip", "application/x-gzip", "application/x-tar")
+ARCHIVE_SETTING = "EXAMHALL_MAX_SUITE_ARCHIVE_BYTES"
+# The name's rule is an uploaded Python suite's (service/domain/job_spec.py UploadedSuite).
+NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+
+
+def too_large(cap: int) -> HTTPException:
+    return HTTPException(
+        413,
+        f"The suite archive is larger than this box accepts ({cap} bytes, {ARCHIVE_SETTING}). "
+        "Leave large generated files out of the suite, or ask the box's admin to raise it.",
+    )
+
+
+async def read_capped(request: Request, cap: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to pass `cap`: by its declared
+    Content-Length before any of it is read, else by counting it as it arrives."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise too_large(cap)
+    body = bytearray()
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > cap:
+                raise too_large(cap)
+    except ClientDisconnect:
+        # The body limit refused it already (or the client left): this answer goes nowhere.
+        raise too_large(cap) from None
+    return bytes(body)
+
+
+def view(suite: Suite, files: int) -> SuiteView:
+    archive = suite.archive or b""
+    return SuiteView(
+        id=f"sha256:{suite.sha256}",
+        name=suite.name,
+        kind=suite.kind,
+        files=files,
+        bytes=len(archive),
+    )
+
+
+@router.post(
+    "/suites",
+    status_code=201,
+    response_model=SuiteView,
+    responses={
+        200: {"model": SuiteView, "description": "These bytes were uploaded before"},
+        413: {"model": ErrorBody},
+        415: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+    },
+    summary="Upload a suite as an archive of its directory",
+    description="The body is a gzip'd (or plain) tar of a directory of Harbor tasks, as "
+    "`examhall submit DIR` packs it. Answers the suite's id, `sha256:<hex>` of the bytes, "
+    "which a job names as its `suite`. Uploading the same bytes again answers 200 and the "
+    "same suite.",
+    openapi_extra={
+        "requestBody": {"required": True, "content": {media: _BINARY for media in MEDIA_TYPES}}
+    },
+)
+async def upload_suite(
+    request: Request,
+    response: Response,
+    c: Ctx,
+    caller: Caller,
+    name: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=100,
+            pattern=NAME_PATTERN,
+            description="the suite's display name (letters, digits, '_', '.', '-')",
+        ),
+    ],
+) -> SuiteView:
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media not in MEDIA_TYPES:
+        raise HTTPException(
+            415,
+            f"Content-Type {media or '(none)'!r} is not an archive; send the tar as "
+            "application/gzip (gzip'd) or application/x-tar (plain).",
+        )
+    cap = c.settings.max_suite_archive_bytes
+    data = await read_capped(request, cap)
+
+    def check_and_store() -> tuple[SuiteView, bool]:
+        try:
+            tree = read_suite_tree(
+                data,
+                max_bytes=cap,
+                max_files=DEFAULT_MAX_FILES,
+                max_unpacked_bytes=DEFAULT_MAX_UNPACKED_BYTES,
+            )
+        except (ArchiveError, SuiteTreeError) as exc:
+            loc = ("body", exc.entry) if exc.entry is not None else ("body",)
+            raise JobInputError(loc, str(exc)) from None
+        with c.sessions.begin() as session:
+            saved = save_suite_tree(session, suite_id=tree.id, name=name, kind=HARBOR, data=data)
+            return view(saved.suite, len(tree.files)), saved.created
+
+    shown, created = await run_in_threadpool(check_and_store)
+    if not created:
+        response.status_code = 200
+    return shown
+
+
+@router.get(
+    "/suites/{suite_id}",
+    response_model=SuiteView,
+    responses=NOT_FOUND,
+    summary="An uploaded suite's metadata",
+)
+def get_suite(suite_id: str, c: Ctx, caller: Caller) -> SuiteView:
+    with c.sessions() as session:
+        suite = get_suite_tree(session, suite_id)
+        if suite is None or suite.archive is None:
+            raise HTTPException(
+                404, f"No uploaded suite {suite_id!r}; upload one with POST /v1/suites."
+            )
+        return view(suite, count_files(suite.archive))
