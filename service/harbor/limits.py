@@ -1,0 +1,307 @@
+"""What a Harbor task.toml asks for, mapped onto what one examhall sandbox gives.
+
+Every examhall trial is one hardened container with no network (the relay is its only way
+out), an unprivileged agent, and a verifier that runs `tests/test.sh` as root in that same
+container after the agent has stopped. A task that needs more than that cannot be run
+honestly, so it is refused when the suite is loaded, with the field, the reason and what to
+change, instead of running with the feature silently missing.
+
+Mapped:
+- [agent].timeout_sec -> agent_timeout_s (None: the job's limits.timeout_s applies);
+  [verifier].timeout_sec -> verifier_timeout_s; [environment].build_timeout_sec ->
+  build_timeout_s. Each at most MAX_TIMEOUT_S, the job's own cap.
+- cpus, memory_mb (or memory = "2G"), storage_mb (or storage) -> cpus, memory_bytes,
+  storage_bytes, each within the caps below. storage_bytes sizes the workspace tmpfs; tmpfs
+  pages count against the container's memory, so in practice a workspace holds at most
+  memory_bytes of it.
+- [environment].workdir -> workdir (the agent's workspace, see the environment contract).
+- [environment].env, [verifier].env, [solution].env -> literal variables.
+- an unset network mode: Harbor's default is public, but examhall sandboxes never reach the
+  internet, so it is mapped to no network. A task that only works online then fails its
+  oracle check (`examhall check-tasks`), which says which task is broken.
+- [agent].user naming a user other than root: examhall runs the agent as its own
+  unprivileged user; the name is not used.
+
+Refused: os = "windows"; GPUs and TPUs; network_mode "public" or "allowlist" set explicitly,
+allowed_hosts, or allow_internet = true; [agent].user root (examhall never runs the agent
+as root); [verifier].user other than root (test.sh runs as root); a separate verifier
+environment; verifier collect hooks; multi-step tasks; MCP servers; a skills directory; env
+values that are ${VAR} host templates; a healthcheck.
+
+Ignored, as harmless: [metadata], [task], source, artifacts (examhall keeps the trial's own
+record), and keys Harbor itself does not know.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.domain.job_spec import MAX_TIMEOUT_S
+from service.harbor.task_config import EnvironmentConfig, TaskConfig
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+# examhall's caps for one sandbox. The defaults of service/backends/protocol.py Resources
+# (1 cpu, 1 GiB, a 256 MiB workspace) are what a Python-suite trial gets; a task may ask
+# for more, up to these, and the engine must then have room for it.
+MAX_CPUS = 64.0
+MIN_CPUS = 0.01  # Docker's own minimum NanoCpus step.
+MAX_MEMORY_BYTES = 64 * GiB
+# Below this the worker itself (a Python interpreter) cannot start.
+MIN_MEMORY_BYTES = 64 * MiB
+MAX_STORAGE_BYTES = 64 * GiB
+MIN_STORAGE_BYTES = 1 * MiB
+
+# Where the sandbox keeps its own things: a workdir there would replace them.
+RESERVED_DIRS = ("/tests", "/logs", "/solution", "/opt/examhall", "/proc", "/sys", "/dev")
+
+# Harbor resolves a value that is exactly ${VAR} or ${VAR:-default} from the host it runs on
+# (harbor.utils.env.resolve_env_vars); anything else is a literal.
+HOST_TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Variables that would change how examhall's own processes (the worker, its Python) behave if
+# they reached the container's environment.
+WORKER_ENV_PREFIXES = ("LD_", "PYTHON", "EXAMHALL_")
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    """A task's limits in examhall's units. None: examhall's default for that limit."""
+
+    agent_timeout_s: float | None = None
+    verifier_timeout_s: float = 600.0
+    build_timeout_s: float = 600.0
+    cpus: float | None = None
+    memory_bytes: int | None = None
+    # The workspace tmpfs's size.
+    storage_bytes: int | None = None
+    workdir: str | None = None
+    environment_env: dict[str, str] = field(default_factory=dict)
+    verifier_env: dict[str, str] = field(default_factory=dict)
+    solution_env: dict[str, str] = field(default_factory=dict)
+
+
+def _is_root(user: str | int) -> bool:
+    """root, 0, or a user:group whose user is root or 0."""
+    name = str(user).split(":", 1)[0].strip()
+    return name in ("root", "0")
+
+
+def _timeout(problems: list[str], name: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        problems.append(f"{name} = {value}: a timeout must be a positive number of seconds")
+        return None
+    if value > MAX_TIMEOUT_S:
+        problems.append(
+            f"{name} = {value:g}: examhall's cap is {MAX_TIMEOUT_S:g} s (24 hours); lower it"
+        )
+        return None
+    return float(value)
+
+
+def _bytes(
+    problems: list[str], name: str, megabytes: int | None, low: int, high: int, what: str
+) -> int | None:
+    if megabytes is None:
+        return None
+    value = megabytes * MiB
+    if value < low:
+        problems.append(f"{name} = {megabytes}: {what} must be at least {low // MiB} MB")
+        return None
+    if value > high:
+        problems.append(
+            f"{name} = {megabytes}: examhall's cap for {what} is {high // MiB} MB "
+            f"({high // GiB} GiB); lower it"
+        )
+        return None
+    return value
+
+
+def _env(problems: list[str], section: str, env: dict[str, str], *, worker: bool) -> None:
+    for name, value in env.items():
+        where = f"{section}.{name}"
+        if not ENV_NAME.match(name):
+            problems.append(
+                f"{where}: {name!r} is not a variable name (letters, digits and '_', not "
+                "starting with a digit); rename it"
+            )
+        elif worker and name.startswith(WORKER_ENV_PREFIXES):
+            problems.append(
+                f"{where}: {name} would reach examhall's worker process and change how it "
+                f"runs (names starting with {', '.join(WORKER_ENV_PREFIXES)} are examhall's); "
+                "set it in tests/test.sh or solution/solve.sh instead"
+            )
+        if HOST_TEMPLATE.fullmatch(value):
+            problems.append(
+                f"{where} = {value!r}: a ${{VAR}} template is read from the host's environment "
+                "in Harbor, and a suite must not read the control plane's environment (its "
+                "secrets live there); write the value itself, or drop the variable"
+            )
+        if "\x00" in value or "\x00" in name:
+            problems.append(f"{where}: contains a NUL character, which no environment can hold")
+
+
+def _network(problems: list[str], environment: EnvironmentConfig) -> None:
+    no_internet = (
+        "examhall sandboxes never reach the internet (the model is reached through the "
+        "relay); vendor what the task downloads into environment/ and set "
+        'network_mode = "no-network", or remove the key'
+    )
+    if environment.allowed_hosts is not None:
+        problems.append(f"[environment].allowed_hosts: {no_internet}")
+    if environment.network_mode_set and environment.network_mode != "no-network":
+        problems.append(f"[environment].network_mode = {environment.network_mode!r}: {no_internet}")
+    elif not environment.network_mode_set and environment.allow_internet:
+        problems.append(f"[environment].allow_internet = true: {no_internet}")
+
+
+def _workdir(problems: list[str], value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    if "\x00" in value or "\n" in value or not value.startswith("/"):
+        problems.append(f"[environment].workdir = {value!r}: give an absolute path such as /app")
+        return None
+    if ".." in value.split("/"):
+        problems.append(f"[environment].workdir = {value!r}: a path with '..' is ambiguous")
+        return None
+    path = posixpath.normpath(value)
+    path = "/" if path == "//" else path
+    for reserved in RESERVED_DIRS:
+        if path == reserved or path.startswith(reserved + "/"):
+            problems.append(
+                f"[environment].workdir = {value!r}: {reserved} is the sandbox's own; "
+                "choose another directory such as /app"
+            )
+            return None
+    return path
+
+
+def map_limits(config: TaskConfig) -> tuple[TaskLimits, list[str]]:
+    """The task's limits, and one line per thing in its task.toml examhall cannot honour
+    (each `FIELD: why; what to do`). The limits are only meaningful when the list is empty."""
+    problems: list[str] = []
+    environment = config.environment
+
+    if environment.os != "linux":
+        problems.append(
+            f"[environment].os = {environment.os!r}: examhall runs Linux containers only"
+        )
+    if environment.gpus:
+        problems.append(
+            f"[environment].gpus = {environment.gpus}: examhall sandboxes have no GPUs; "
+            "set gpus = 0 or remove it"
+        )
+    if environment.gpu_types:
+        problems.append("[environment].gpu_types: examhall sandboxes have no GPUs; remove it")
+    if environment.tpu is not None:
+        problems.append("[environment.tpu]: examhall sandboxes have no TPUs; remove it")
+    _network(problems, environment)
+    for phase in ("agent", "verifier"):
+        section: Any = getattr(config, phase)
+        if section.network_mode not in (None, "no-network") or section.allowed_hosts:
+            problems.append(
+                f"[{phase}].network_mode: examhall's {phase} never reaches the internet; "
+                'remove the override or set it to "no-network"'
+            )
+    if environment.mcp_servers:
+        names = ", ".join(server.name for server in environment.mcp_servers)
+        problems.append(
+            f"[[environment.mcp_servers]] ({names}): examhall runs one container per trial "
+            "and connects no MCP server to its agents; remove them"
+        )
+    if environment.skills_dir is not None:
+        problems.append(
+            f"[environment].skills_dir = {environment.skills_dir!r}: examhall's agents have no "
+            "skills directory to install them into; say in instruction.md where the files "
+            "are, and remove skills_dir"
+        )
+    if environment.healthcheck is not None:
+        # examhall replaces the image's entrypoint with its worker, so no service of the
+        # image is running for a readiness check to wait on.
+        problems.append(
+            "[environment.healthcheck]: examhall starts no service of the image (its "
+            "entrypoint is replaced by examhall's worker), so there is nothing to wait for; "
+            "start what the task needs from instruction.md's setup or the tests, and remove "
+            "the healthcheck"
+        )
+    if environment.docker_image is not None and not environment.docker_image.strip():
+        problems.append("[environment].docker_image: is empty; name an image or remove it")
+
+    if config.agent.user is not None and _is_root(config.agent.user):
+        problems.append(
+            f"[agent].user = {config.agent.user!r}: examhall never runs the agent as root; "
+            "remove it (the agent runs as an unprivileged user) and do what needs root in "
+            "environment/Dockerfile"
+        )
+    verifier = config.verifier
+    if verifier.user is not None and not _is_root(verifier.user):
+        problems.append(
+            f"[verifier].user = {verifier.user!r}: examhall runs tests/test.sh as root (as "
+            "Harbor does by default); remove it, or drop privileges inside test.sh"
+        )
+    if verifier.environment_mode == "separate" or verifier.environment is not None:
+        problems.append(
+            "[verifier].environment_mode: examhall runs the verifier in the agent's own "
+            'container (Harbor\'s "shared" mode); a separate verifier environment is not '
+            "supported, remove it"
+        )
+    if verifier.collect:
+        problems.append(
+            "[[verifier.collect]]: collect hooks run in compose services, and examhall runs "
+            "one container per trial; do the collecting in tests/test.sh"
+        )
+    if config.steps:
+        problems.append(
+            f"[[steps]] ({len(config.steps)} steps): examhall runs single-step tasks only; "
+            "split the steps into tasks of their own"
+        )
+
+    _env(problems, "[environment.env]", environment.env, worker=True)
+    _env(problems, "[verifier.env]", verifier.env, worker=False)
+    _env(problems, "[solution.env]", config.solution.env, worker=False)
+
+    cpus = environment.cpus
+    if cpus is not None and not MIN_CPUS <= cpus <= MAX_CPUS:
+        problems.append(
+            f"[environment].cpus = {cpus:g}: examhall gives a sandbox between {MIN_CPUS:g} and "
+            f"{MAX_CPUS:g} cpus; choose a value in that range"
+        )
+        cpus = None
+    limits = TaskLimits(
+        agent_timeout_s=_timeout(problems, "[agent].timeout_sec", config.agent.timeout_sec),
+        verifier_timeout_s=_timeout(problems, "[verifier].timeout_sec", verifier.timeout_sec)
+        or 600.0,
+        build_timeout_s=_timeout(
+            problems, "[environment].build_timeout_sec", environment.build_timeout_sec
+        )
+        or 600.0,
+        cpus=float(cpus) if cpus is not None else None,
+        memory_bytes=_bytes(
+            problems,
+            "[environment].memory_mb",
+            environment.memory_mb,
+            MIN_MEMORY_BYTES,
+            MAX_MEMORY_BYTES,
+            "memory",
+        ),
+        storage_bytes=_bytes(
+            problems,
+            "[environment].storage_mb",
+            environment.storage_mb,
+            MIN_STORAGE_BYTES,
+            MAX_STORAGE_BYTES,
+            "storage",
+        ),
+        workdir=_workdir(problems, environment.workdir),
+        environment_env=dict(environment.env),
+        verifier_env=dict(verifier.env),
+        solution_env=dict(config.solution.env),
+    )
+    return limits, problems
