@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sandbox import limits, privilege, verifier
+from sandbox import limits, privilege, verifier, workspace
 from sandbox.channel import Channel
 from sandbox.protocol import (
     MAX_LINE_BYTES,
@@ -379,7 +379,7 @@ def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict
             spec.task.tests,
             timeout_s=spec.task.verifier_timeout_s,
             env=spec.task.verifier_env,
-            cwd=spec.task.workdir or WORKSPACE_DIR,
+            cwd=workspace.task_workdir(spec.task.workdir),
             workspace=Path(WORKSPACE_DIR),
         )
     except verifier.NoReward as exc:

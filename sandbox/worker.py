@@ -309,7 +309,7 @@ class Worker:
                 run_builtin(
                     spec.task.agent,
                     env=tool_env,
-                    cwd=spec.task.workdir or WORKSPACE_DIR,
+                    cwd=workspace.task_workdir(spec.task.workdir),
                     timeout_s=spec.limits.agent_timeout_s,
                     emit=self.emit,
                     artifact=self.channel.artifact,

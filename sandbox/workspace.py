@@ -54,6 +54,21 @@ def seed_workspace(
 # Where a task environment's image keeps its working directory's content (the directory
 # itself becomes a link to the trial's workspace when the image is built).
 ENVIRONMENT_SEED = "/opt/examhall/seed"
+# The working directory's path, as the image's build wrote it.
+ENVIRONMENT_WORKDIR = "/opt/examhall/workdir"
+
+
+def task_workdir(override: str | None) -> str:
+    """Where a task's agent and verifier start: the task's own working directory (a link to
+    the workspace) when its image has one, else the workspace."""
+    if override:
+        return override
+    try:
+        with open(ENVIRONMENT_WORKDIR) as handle:
+            recorded = handle.read().strip()
+    except OSError:
+        recorded = ""
+    return recorded if recorded.startswith("/") else "/workspace"
 
 
 def copy_seed(seed: Path, workspace: Path) -> None:

@@ -25,6 +25,7 @@ from service.backends.registry import create_backend
 from service.listing import Lister
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
+from service.scheduler.prepare import make_preparer
 from service.settings import get_settings
 from service.store.db import make_engine, migrate, session_factory
 from service.web.routes import register_web
@@ -66,6 +67,9 @@ def create_app(
         sessions = session_factory(engine)
         scheduler = Scheduler(sessions, backend, providers, max_containers=max_containers)
         scheduler.start()
+        preparer = make_preparer(sessions, backend, on_ready=scheduler.wake)
+        if preparer is not None:
+            preparer.start()
         lister = Lister(scheduler, front.list_timeout_s)
         app.state.ctx = Context(
             sessions,
@@ -77,10 +81,13 @@ def create_app(
             admin_token,
             front,
             lister,
+            preparer,
         )
         try:
             yield
         finally:
+            if preparer is not None:
+                preparer.stop()
             lister.close()
             scheduler.stop()
             engine.dispose()

@@ -13,6 +13,7 @@ from service.backends.protocol import SandboxBackend
 from service.listing import Lister
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
+from service.scheduler.prepare import EnvironmentPreparer
 
 
 @dataclass
@@ -27,6 +28,8 @@ class Context:
     admin_token: str | None
     settings: FrontSettings
     lister: Lister
+    # Builds task suites' environments; None where the backend cannot build images.
+    preparer: EnvironmentPreparer | None = None
 
 
 def ctx(request: Request) -> Context:

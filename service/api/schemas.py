@@ -49,6 +49,8 @@ class JobView(BaseModel):
     counts: TrialCounts
     created_at: Timestamp
     finished_at: Timestamp | None
+    # Why the job ended without running (a task environment that did not build), or null.
+    error: str | None = None
 
 
 class TrialView(BaseModel):
@@ -65,6 +67,9 @@ class TrialView(BaseModel):
     error_kind: ErrorKind | None
     error_message: str | None
     failed_step: str | None
+    # A task suite's trial runs in its environment's image; null: the job's sandbox image.
+    image: str | None = None
+    image_digest: str | None = None
     model_requested: str | None
     model_returned: str | None
     tool_calls: int | None

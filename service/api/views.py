@@ -38,6 +38,7 @@ def job_view(session: Session, job: Job) -> JobView:
         counts=job_counts(session, job.id),
         created_at=job.created_at,
         finished_at=job.finished_at,
+        error=job.error,
     )
 
 

@@ -39,7 +39,9 @@ class LaunchSpec:
     # A task environment's image (service/environments) instead of the backend's own; such
     # a sandbox also gets the root-only /tests, /logs and /solution its verifier uses.
     image: str | None = None
-    # The workspace's size when the task asks for one (Harbor's storage_mb).
+    # A task's own limits (Harbor's memory_mb, cpus, storage_mb), within the box's caps.
+    memory_bytes: int | None = None
+    cpus: float | None = None
     workspace_bytes: int | None = None
 
 

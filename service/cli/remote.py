@@ -54,8 +54,12 @@ def job_body(args: argparse.Namespace) -> dict[str, Any]:
 
 def follow_and_report(client: Client, job_id: str) -> int:
     """Progress bar from the job's stream, then the text report. Exit 1 when a comparison's
-    headline is withheld, 3 when the job was cancelled."""
+    headline is withheld, 3 when the job was cancelled, 4 when it could not run (a task
+    environment that did not build)."""
     job = client.wait(job_id)
+    if job.get("error"):
+        print(f"examhall: job {job_id} did not run: {job['error']}", file=sys.stderr)
+        return 4
     print(client.report_text(job_id), end="")
     if job["status"] == JobStatus.CANCELLED:
         return 3

@@ -118,6 +118,12 @@ class Harness(BaseModel):
         "agent; {task} stands for the case's prompt; it reaches the model through "
         "OPENAI_BASE_URL and OPENAI_API_KEY",
     )
+    agent: Literal["oracle", "nop"] | None = Field(
+        default=None,
+        description="a built-in agent for task suites instead of a model: oracle runs the "
+        "task's solution/solve.sh (a sound task passes), nop does nothing (a sound task "
+        "fails)",
+    )
 
     @field_validator("rules")
     @classmethod
@@ -208,6 +214,7 @@ class VariantSpec(BaseModel):
     docs: bool = False
     rules: str | None = None
     command: list[str] | None = None
+    agent: str | None = None
     limits: StoredLimits
 
     def budget(self) -> dict[str, Any]:

@@ -61,6 +61,10 @@ class Design:
     cases: tuple[str, ...] = ()
 
 
+# The provider that names a built-in agent (oracle, nop) where a variant's model would be.
+BUILTIN_PROVIDER = "agent"
+
+
 def _box_default() -> ModelSpec | None:
     try:
         default = default_model()
@@ -112,7 +116,9 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
             docs = request.docs.files
     resolved: dict[str, VariantSpec] = {}
     for name, harness in variants.items():
-        model = harness.model or request.model or _box_default()
+        # A built-in agent has no model; its "model" names it in reports.
+        builtin = ModelSpec(provider=BUILTIN_PROVIDER, id=harness.agent) if harness.agent else None
+        model = builtin or harness.model or request.model or _box_default()
         if model is None:
             raise JobInputError(
                 ("body", "model"),
@@ -130,6 +136,7 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
             docs=harness.docs,
             rules=harness.rules,
             command=harness.command,
+            agent=harness.agent,
             limits=harness.limits or request.limits,
         )
     arms = ((baseline,) if baseline else ()) + tuple(v for v in variants if v != baseline)
@@ -160,6 +167,24 @@ def select_cases(request: JobRequest, known: list[str], suite: str) -> list[str]
                 f"Unknown case {case_id!r} in suite {suite}; its cases: {', '.join(known)}.",
             )
     return list(request.cases)
+
+
+def check_agents(request: JobRequest, *, task_suite: bool) -> None:
+    """The built-in agents check tasks; a Python suite's cases have no solution to run."""
+    for name, harness in (request.variants or {}).items():
+        if harness.agent is not None and not task_suite:
+            raise JobInputError(
+                ("body", "variants", name, "agent"),
+                f"The {harness.agent} agent runs on task suites (Harbor's format) only; "
+                f"suite {request.suite if isinstance(request.suite, str) else request.suite.name}"
+                " is a Python suite.",
+            )
+        if harness.agent is not None and (harness.model or harness.command):
+            raise JobInputError(
+                ("body", "variants", name, "agent"),
+                f"Variant {name} names the built-in {harness.agent} agent and a model or "
+                "command; give one of them.",
+            )
 
 
 def check_variant_count(request: JobRequest, max_variants: int) -> None:
@@ -195,6 +220,8 @@ def check_models(
     0% later."""
     scripts = {info.id: info.scripts for info in infos if info.id in design.cases}
     for name, harness in design.variants.items():
+        if harness.agent is not None:
+            continue  # a built-in agent calls no model
         own = request.variants is not None and request.variants[name].model is not None
         base: tuple[str | int, ...] = (
             ("body", "variants", name, "model") if own else ("body", "model")

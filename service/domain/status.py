@@ -10,6 +10,8 @@ from enum import StrEnum
 
 
 class JobStatus(StrEnum):
+    # A task suite's environments are being built; its trials are planned once they are.
+    BUILDING = "building"
     QUEUED = "queued"
     RUNNING = "running"
     FINISHED = "finished"

@@ -39,6 +39,16 @@ from service.providers import ProviderRegistry
 SESSION = "session.jsonl"
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a task's trial runs: its environment's image and its own limits."""
+
+    image: str | None = None
+    memory_bytes: int | None = None
+    cpus: float | None = None
+    workspace_bytes: int | None = None
+
+
 @dataclass
 class TrialRecord:
     """Everything one run of a trial produced, as the control plane keeps it."""
@@ -103,11 +113,10 @@ def run_trial(
     deadline_s: float,
     on_event: Callable[[Event], None] | None = None,
     on_model_call: OnModelCall | None = None,
-    image: str | None = None,
-    workspace_bytes: int | None = None,
+    placement: Placement | None = None,
 ) -> TrialRecord:
-    """Run one trial in a fresh sandbox (of the task environment's `image`, when it has
-    one); a spec with provider settings (direct credentials) gets egress."""
+    """Run one trial in a fresh sandbox (of a task environment's image and limits, when
+    `placement` gives them); a spec with provider settings (direct credentials) gets egress."""
     started = time.monotonic()
     collector = _Collector(on_event)
     run = launcher.run(
@@ -115,8 +124,7 @@ def run_trial(
             trial_id=spec.trial_id,
             job_id=job_id,
             egress=spec.provider is not None,
-            image=image,
-            workspace_bytes=workspace_bytes,
+            **dataclasses.asdict(placement or Placement()),
         ),
         encode(RunRequest(spec=spec)),
         deadline_s=deadline_s,
@@ -154,8 +162,7 @@ def launch_trial(
     providers: ProviderRegistry,
     http: httpx.Client,
     on_event: Callable[[Event], None] | None = None,
-    image: str | None = None,
-    workspace_bytes: int | None = None,
+    placement: Placement | None = None,
 ) -> TrialRecord:
     """Run a trial with its model reached the way its spec says: a relayed provider through
     a gateway of its own (which keeps the budget and the cost), faux and simulated inside
@@ -171,8 +178,7 @@ def launch_trial(
         deadline_s=deadline_s,
         on_event=on_event,
         on_model_call=gateway,
-        image=image,
-        workspace_bytes=workspace_bytes,
+        placement=placement,
     )
     if gateway is not None:
         record.cost_usd = gateway.spent.cost_usd  # authoritative: kept by the gateway

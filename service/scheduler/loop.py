@@ -21,11 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import SuiteBundle
 from sandbox.providers.client import Budget
-from service import config
+from service import config, task_suites
 from service.backends.protocol import FoundSandbox, SandboxBackend
 from service.domain.job_spec import JobSpec
 from service.launch.launcher import Launcher
-from service.launch.trial import TrialRecord, launch_trial
+from service.launch.trial import Placement, TrialRecord, launch_trial
 from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.scheduler.ingest import EventSink
@@ -245,9 +245,28 @@ class Scheduler:
             trial, job = queue.trial_to_run(session, trial_id)
             spec = JobSpec.model_validate(job.spec)
             harness = spec.variant(trial.variant)
+            deadline_s = harness.limits.timeout_s
+            placement = task = agent_timeout_s = None
+            if trial.image is not None:  # a task suite's trial, in its environment's image
+                found = task_suites.stored(session, job.suite_sha256).task(trial.case_id)
+                agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
+                deadline_s = task_suites.trial_deadline_s(found, agent_timeout_s)
+                task = task_suites.task_spec(
+                    found, agent=harness.agent, provider=harness.model.provider, workdir=None
+                )
+                placement = Placement(
+                    image=trial.image,
+                    memory_bytes=found.limits.memory_bytes,
+                    cpus=found.limits.cpus,
+                    workspace_bytes=found.limits.storage_bytes,
+                )
             launch = run_spec(
                 trial_id=trial.id,
-                suite=self._suite(session, job.suite_sha256),
+                suite=(
+                    SuiteBundle(job.suite_name, "")
+                    if task is not None
+                    else self._suite(session, job.suite_sha256)
+                ),
                 case_id=trial.case_id,
                 variant=trial.variant,
                 harness=harness,
@@ -256,6 +275,8 @@ class Scheduler:
                 docs=spec.docs,
                 credentials=spec.credentials,
                 providers=self.providers,
+                task=task,
+                agent_timeout_s=agent_timeout_s,
             )
             job_id = job.id
         sink = EventSink(self.sessions, trial_id)
@@ -263,11 +284,12 @@ class Scheduler:
             self.launcher,
             launch,
             job_id=job_id,
-            deadline_s=harness.limits.timeout_s,
+            deadline_s=deadline_s,
             budget=Budget.from_limits(harness.budget()),
             providers=self.providers,
             http=self.http,
             on_event=sink,
+            placement=placement,
         )
         sink.flush()
         if self._stop.is_set():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle
+from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle, TaskSpec
 from service.domain.job_spec import Credentials, VariantSpec
 from service.providers import ProviderRegistry
 
@@ -23,9 +23,13 @@ def run_spec(
     docs: dict[str, str] | None = None,
     credentials: Credentials = "relay",
     providers: ProviderRegistry,
+    task: TaskSpec | None = None,
+    agent_timeout_s: float | None = None,
 ) -> RunSpec:
     """The worker's spec for one trial of `variant`, run as `harness` says; `docs` is the
-    job's bundle (put in the prompt only when the harness asks for it)."""
+    job's bundle (put in the prompt only when the harness asks for it). A task suite's trial
+    carries its `task`, and the task's own agent timeout."""
+    timeout_s = agent_timeout_s or harness.limits.timeout_s
     return RunSpec(
         trial_id=trial_id,
         suite=suite,
@@ -35,10 +39,11 @@ def run_spec(
         round=round_,
         seed=seed,
         tools=tuple(harness.tools) if harness.tools is not None else None,
-        limits=Limits(max_turns=harness.limits.max_turns, agent_timeout_s=harness.limits.timeout_s),
+        limits=Limits(max_turns=harness.limits.max_turns, agent_timeout_s=timeout_s),
         command=tuple(harness.command) if harness.command else None,
         docs=docs if harness.docs else None,
         rules=harness.rules,
+        task=task,
         **(_direct(harness, providers) if credentials == "direct" else {}),
     )
 

@@ -4,43 +4,57 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from sqlalchemy import Select, delete, select
+from sqlalchemy import Select, delete, select, update
 from sqlalchemy.orm import Session
 
 from sandbox.protocol import SuiteBundle
 from service import __version__
-from service.domain.job_spec import JobRequest
+from service.domain.job_spec import JobRequest, JobSpec
 from service.domain.planner import Design, job_spec, plan
 from service.domain.status import JobStatus, TrialStatus
 from service.store.clock import now
 from service.store.models import Job, Suite, Trial, queued_trial
 
 
+@dataclass(frozen=True)
+class StoredSuite:
+    """A suite already in the suites table (a task suite's archive)."""
+
+    sha256: str
+    name: str
+
+
 def create_job(
     session: Session,
     request: JobRequest,
-    bundle: SuiteBundle,
+    suite: SuiteBundle | StoredSuite,
     design: Design,
     *,
     image: str,
     image_digest: str | None,
     team_id: str | None = None,
 ) -> Job:
-    """The job's row, its suite's (once per source) and a queued row per planned trial."""
-    sha = hashlib.sha256(bundle.source.encode()).hexdigest()
+    """The job's row, its suite's (once per source) and a queued row per planned trial. A
+    task suite's job waits in `building` without trials: they are planned by
+    `start_built_job` once its environments are built."""
     at = now()
-    if session.get(Suite, sha) is None:
-        session.add(Suite(sha256=sha, name=bundle.name, source=bundle.source, created_at=at))
-        session.flush()  # no ORM relationship orders these inserts, so the suite goes first
+    if isinstance(suite, SuiteBundle):
+        sha = hashlib.sha256(suite.source.encode()).hexdigest()
+        if session.get(Suite, sha) is None:
+            session.add(Suite(sha256=sha, name=suite.name, source=suite.source, created_at=at))
+            session.flush()  # no ORM relationship orders these inserts: the suite goes first
+    else:
+        sha = suite.sha256
     planned = plan(list(design.cases), request.rounds, design.arms)
     job = Job(
         id=f"job-{uuid.uuid4().hex[:16]}",
-        status=JobStatus.QUEUED,
+        status=JobStatus.QUEUED if isinstance(suite, SuiteBundle) else JobStatus.BUILDING,
         team_id=team_id,
         suite_sha256=sha,
-        suite_name=bundle.name,
+        suite_name=suite.name,
         spec=job_spec(request, design).model_dump(mode="json"),
         rounds=request.rounds,
         seed=request.seed,
@@ -54,8 +68,53 @@ def create_job(
     )
     session.add(job)
     session.flush()
-    session.add_all(queued_trial(job.id, p.case_id, p.variant, p.round, p.order) for p in planned)
+    if job.status == JobStatus.QUEUED:
+        session.add_all(
+            queued_trial(job.id, p.case_id, p.variant, p.round, p.order) for p in planned
+        )
     return job
+
+
+def building_jobs(session: Session) -> list[str]:
+    """The jobs whose environments are waiting to be built, oldest first."""
+    query = select(Job.id).where(Job.status == JobStatus.BUILDING).order_by(Job.created_at)
+    return list(session.scalars(query))
+
+
+def start_built_job(
+    session: Session, job_id: str, images: Mapping[str, tuple[str, str | None]]
+) -> bool:
+    """Plan a built job's trials, each with its case's image and digest, and queue it; False
+    when it is no longer building (cancelled meanwhile, or planned by another plane)."""
+    won = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.BUILDING)
+        .values(status=JobStatus.QUEUED)
+    )
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    job = session.get(Job, job_id, populate_existing=True)
+    assert job is not None
+    spec = JobSpec.model_validate(job.spec)
+    for p in plan(spec.cases, job.rounds, tuple(spec.arms)):
+        image, digest = images[p.case_id]
+        session.add(
+            queued_trial(
+                job.id, p.case_id, p.variant, p.round, p.order, image=image, image_digest=digest
+            )
+        )
+    return True
+
+
+def fail_job(session: Session, job_id: str, error: str) -> bool:
+    """End a job that cannot run (an environment that did not build), with why; no trial of
+    it ever starts. False when it is no longer building."""
+    done = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.BUILDING)
+        .values(status=JobStatus.FINISHED, error=error, finished_at=now())
+    )
+    return bool(done.rowcount == 1)  # type: ignore[attr-defined]
 
 
 def find_job(session: Session, job_id: str) -> Job | None:

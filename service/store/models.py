@@ -158,10 +158,21 @@ class Trial(Base):
 
 
 def queued_trial(
-    job_id: str, case_id: str, variant: str, round_: int, order: int, attempt: int = 1
+    job_id: str,
+    case_id: str,
+    variant: str,
+    round_: int,
+    order: int,
+    attempt: int = 1,
+    *,
+    image: str | None = None,
+    image_digest: str | None = None,
 ) -> Trial:
-    """A new trial row waiting for the scheduler: a planned trial or a retry of one."""
+    """A new trial row waiting for the scheduler: a planned trial or a retry of one; a task's
+    trial names its environment's image."""
     return Trial(
+        image=image,
+        image_digest=image_digest,
         id=f"trial-{uuid.uuid4().hex[:16]}",
         job_id=job_id,
         case_id=case_id,

@@ -114,7 +114,14 @@ def _after(session: Session, trial: Trial, job: Job) -> None:
     if trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries:
         session.add(
             queued_trial(
-                job.id, trial.case_id, trial.variant, trial.round, trial.order, trial.attempt + 1
+                job.id,
+                trial.case_id,
+                trial.variant,
+                trial.round,
+                trial.order,
+                trial.attempt + 1,
+                image=trial.image,
+                image_digest=trial.image_digest,
             )
         )
         return

@@ -19,7 +19,7 @@ import pytest
 from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle, TaskSpec
 from service.backends.docker import DockerBackend
 from service.launch.launcher import Launcher
-from service.launch.trial import TrialRecord, run_trial
+from service.launch.trial import Placement, TrialRecord, run_trial
 from service.report.outcomes import verdict
 
 pytestmark = pytest.mark.docker
@@ -80,7 +80,9 @@ def run_task(
         limits=Limits(agent_timeout_s=60),
         task=task,
     )
-    return run_trial(Launcher(backend), spec, job_id="tests", deadline_s=120, image=image)
+    return run_trial(
+        Launcher(backend), spec, job_id="tests", deadline_s=120, placement=Placement(image=image)
+    )
 
 
 def test_the_oracle_passes_and_nop_fails(backend: DockerBackend, task_image: str) -> None:

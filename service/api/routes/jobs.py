@@ -8,16 +8,19 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from sandbox.protocol import CaseInfo
+from service import task_suites
 from service.api.access import NOT_FOUND, get_job, newest_jobs
 from service.api.auth import Caller, resolve
 from service.api.cancel import cancel_job
-from service.api.context import Ctx
+from service.api.context import Context, Ctx
 from service.api.schemas import ErrorBody, JobCreated, JobView
 from service.api.stream import JobWatch, job_events
 from service.api.views import job_view
 from service.domain.job_spec import JobRequest
 from service.domain.planner import (
     JobInputError,
+    check_agents,
     check_models,
     check_plan_size,
     check_variant_count,
@@ -26,8 +29,9 @@ from service.domain.planner import (
     select_cases,
 )
 from service.listing import ListingBusy
-from service.store.jobs import create_job
+from service.store.jobs import StoredSuite, create_job
 from service.suites import SuiteError
+from service.task_suites import is_task_suite_ref
 
 router = APIRouter()
 
@@ -58,6 +62,12 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
     # EXAMHALL_LIST_TIMEOUT_S, which must hold neither the event loop nor a request
     # thread (service/listing.py). The short steps around it run on the thread pool.
     check_variant_count(body, c.settings.max_variants)
+    if isinstance(body.suite, str) and is_task_suite_ref(body.suite):
+        created = await run_in_threadpool(submit_task_job, body, c, caller)
+        if c.preparer is not None:
+            c.preparer.wake()
+        return created
+    check_agents(body, task_suite=False)
     bundle = await run_in_threadpool(resolve_suite, body)
     try:
         infos = await c.lister.cases(bundle, caller.team_id)
@@ -86,6 +96,43 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
     created = await run_in_threadpool(plan_and_store)
     c.scheduler.wake()
     return created
+
+
+def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
+    """A task suite's job: its tasks are read from task.toml files (no sandbox needed), and
+    the job waits in `building` while the preparer builds its environments."""
+    assert isinstance(body.suite, str)
+    if c.preparer is None:
+        raise JobInputError(
+            ("body", "suite"),
+            f"This box's backend ({c.backend.name}) cannot build task environments; task "
+            "suites need the docker backend.",
+        )
+    check_agents(body, task_suite=True)
+    try:
+        with c.sessions.begin() as session:
+            suite = task_suites.resolve(session, body.suite)
+    except SuiteError as exc:
+        raise JobInputError(("body", "suite"), str(exc)) from None
+    cases = select_cases(body, list(suite.tasks), suite.name)
+    design = resolve_design(body, cases)
+    check_plan_size(body, design, c.settings.max_planned_trials)
+    infos = [
+        CaseInfo(id=task.id, scripts=["solution"] if task.has_solution else [])
+        for task in suite.tasks.values()
+    ]
+    check_models(body, design, infos, c.providers)
+    with c.sessions.begin() as session:
+        job = create_job(
+            session,
+            body,
+            StoredSuite(suite.sha256, suite.name),
+            design,
+            image=c.image,
+            image_digest=c.image_digest,
+            team_id=caller.team_id,
+        )
+        return JobCreated(id=job.id, planned_trials=job.planned, status=job.status)
 
 
 @router.get("/jobs", response_model=list[JobView], summary="List jobs, newest first")

@@ -140,9 +140,11 @@ class DockerBackend:
         labels = {LABEL_TRIAL: launch.trial_id, LABEL_JOB: launch.job_id, LABEL_OWNER: s.owner}
         if s.scope is not None:
             labels[LABEL_SCOPE] = s.scope
-        resources = s.resources
-        if launch.workspace_bytes is not None:
-            resources = dataclasses.replace(resources, workspace_bytes=launch.workspace_bytes)
+        own = {"memory_bytes": launch.memory_bytes, "cpus": launch.cpus}
+        own["workspace_bytes"] = launch.workspace_bytes
+        resources = dataclasses.replace(
+            s.resources, **{name: value for name, value in own.items() if value is not None}
+        )
         return container_config(
             image=launch.image or s.image,
             resources=resources,

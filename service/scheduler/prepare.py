@@ -1,0 +1,148 @@
+"""Building a task suite's environments before its job runs, off the request path.
+
+A job of a task suite is stored `building`, with no trials. This loop takes such jobs one
+at a time, builds (or finds, by content hash) the environment of every task the job runs,
+and then plans the trials, each naming its task's image, and queues the job. A task whose
+environment does not build ends the job with the error (naming the suite, the task and the
+failing step) and the job starts no trial. Builds keep their own concurrency cap, timeout
+and resource caps (service/environments); this loop only orders them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from service import task_suites
+from service.backends.docker import DockerBackend
+from service.backends.protocol import SandboxBackend
+from service.domain.job_spec import JobSpec
+from service.environments import (
+    BuiltEnvironment,
+    EnvironmentBuilder,
+    EnvironmentBuildError,
+    EnvironmentSource,
+)
+from service.store import environments as builds
+from service.store.jobs import building_jobs, fail_job, start_built_job
+from service.store.models import Job
+from service.suites import SuiteError
+
+log = logging.getLogger("examhall.prepare")
+
+POLL_S = 2.0
+
+
+class Builder(Protocol):
+    def build(
+        self, source: EnvironmentSource, progress: Callable[[str], None]
+    ) -> BuiltEnvironment: ...
+
+    def content_hash(self, source: EnvironmentSource) -> str: ...
+
+
+class EnvironmentPreparer:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        builder: Builder,
+        *,
+        on_ready: Callable[[], None],
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.sessions = sessions
+        self.builder = builder
+        self.on_ready = on_ready
+        self.poll_s = poll_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="examhall-prepare", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self.sessions() as session:
+                    waiting = building_jobs(session)
+                for job_id in waiting:
+                    if self._stop.is_set():
+                        return
+                    self.prepare(job_id)
+            except Exception:
+                log.exception("preparing jobs failed; trying again")
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+
+    def prepare(self, job_id: str) -> bool:
+        """Build what `job_id` needs and queue it; False when it did not start."""
+        with self.sessions() as session:
+            job = session.get(Job, job_id)
+            if job is None:
+                return False
+            try:
+                suite = task_suites.stored(session, job.suite_sha256)
+                cases = JobSpec.model_validate(job.spec).cases
+                sources = {case: task_suites.environment_source(suite, case) for case in cases}
+            except SuiteError as exc:
+                return self._fail(job_id, f"Suite {job.suite_name} cannot run: {exc}")
+        images: dict[str, tuple[str, str | None]] = {}
+        for case, source in sources.items():
+            try:
+                built = self._build(source)
+            except EnvironmentBuildError as exc:
+                return self._fail(job_id, str(exc))
+            images[case] = (built.ref, built.digest)
+        with self.sessions.begin() as session:
+            started = start_built_job(session, job_id, images)
+        if started:
+            self.on_ready()
+        return started
+
+    def _build(self, source: EnvironmentSource) -> BuiltEnvironment:
+        content_hash = self.builder.content_hash(source)
+        with self.sessions.begin() as session:
+            builds.started(session, content_hash, source.name)
+        lines: list[str] = []
+        try:
+            built = self.builder.build(source, lines.append)
+        except EnvironmentBuildError as exc:
+            with self.sessions.begin() as session:
+                builds.failed(session, content_hash, exc.log or "\n".join(lines))
+            raise
+        with self.sessions.begin() as session:
+            builds.built(session, content_hash, built.ref, built.digest, "\n".join(lines))
+        return built
+
+    def _fail(self, job_id: str, error: str) -> bool:
+        log.warning("job %s cannot run: %s", job_id, error)
+        with self.sessions.begin() as session:
+            fail_job(session, job_id, error)
+        self.on_ready()
+        return False
+
+
+def make_preparer(
+    sessions: sessionmaker[Session], backend: SandboxBackend, *, on_ready: Callable[[], None]
+) -> EnvironmentPreparer | None:
+    """The preparer of a backend that can build images on its engine (Docker's), else None:
+    task suites are then refused at submission."""
+    if not isinstance(backend, DockerBackend):
+        return None
+    builder = EnvironmentBuilder(backend.client, sandbox_image=backend.image)
+    return EnvironmentPreparer(sessions, builder, on_ready=on_ready)

@@ -1,0 +1,197 @@
+"""Suites of tasks that bring their own environments (Harbor's format), on the control plane.
+
+A task suite is always an archive: an uploaded one (`sha256:<hex>`, POST /v1/suites) or a
+shipped directory of evals/ packed the same way, so that a job's suite row holds the exact
+bytes its trials ran and every control plane reads the same tasks back. Nothing here runs
+task code: task.toml and instruction.md are parsed, the rest is carried.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from sandbox.protocol import TaskSpec
+from service.archives import (
+    DEFAULT_MAX_FILES,
+    DEFAULT_MAX_UNPACKED_BYTES,
+    ID_PREFIX,
+    is_archive_id,
+    pack_directory,
+    read_archive,
+)
+from service.environments import (
+    DOCKERFILE,
+    EnvironmentProblem,
+    EnvironmentSource,
+    dockerfile_source,
+)
+from service.harbor.tasks import HarborTask, load_tasks
+from service.settings import get_settings
+from service.store.models import Suite
+from service.store.suites import get_suite_tree, save_suite_tree
+from service.suite_trees import HARBOR
+from service.suites import SuiteError, shipped_dir
+
+# Parsed suites kept per control plane: the scheduler builds a run spec for every trial.
+_CACHE_SIZE = 16
+# The margin of a task trial's deadline over its agent's and verifier's timeouts: the
+# worker's start, the verifier's set-up, the report.
+DEADLINE_MARGIN_S = 60.0
+
+
+@dataclass(frozen=True)
+class TaskSuite:
+    name: str
+    archive: bytes
+    tasks: Mapping[str, HarborTask]
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.archive).hexdigest()
+
+    @property
+    def id(self) -> str:
+        return ID_PREFIX + self.sha256
+
+    def task(self, task_id: str) -> HarborTask:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise SuiteError(f"Suite {self.name} has no task {task_id!r}.") from None
+
+
+def files_of(data: bytes) -> dict[str, bytes]:
+    """An archive's files, read as an upload is (everything hostile refused)."""
+    files = read_archive(
+        data,
+        max_bytes=get_settings().max_suite_archive_bytes,
+        max_files=DEFAULT_MAX_FILES,
+        max_unpacked_bytes=DEFAULT_MAX_UNPACKED_BYTES,
+    )
+    return {path: file.data for path, file in files.items()}
+
+
+def from_archive(name: str, data: bytes) -> TaskSuite:
+    tasks = load_tasks(files_of(data))
+    return TaskSuite(name, data, {task.id: task for task in tasks})
+
+
+def shipped_task_suites() -> list[str]:
+    """The directories of evals/ that are Harbor suites."""
+    return sorted(
+        path.name
+        for path in shipped_dir().iterdir()
+        if path.is_dir() and not path.name.startswith(("_", ".")) and _holds_tasks(path)
+    )
+
+
+def _holds_tasks(path: Path) -> bool:
+    return any(child.is_dir() and (child / "task.toml").is_file() for child in path.iterdir())
+
+
+def is_task_suite_ref(ref: str) -> bool:
+    """Whether a job's `suite` names a task suite: an uploaded archive's id or a shipped task
+    suite. (Never a path: a job comes over HTTP, and the box's files are not the caller's.)"""
+    return is_archive_id(ref) or ref in shipped_task_suites()
+
+
+def resolve(session: Session, ref: str) -> TaskSuite:
+    """The task suite a job names, stored in the suites table (so its trials find it)."""
+    if is_archive_id(ref):
+        row = get_suite_tree(session, ref)
+        if row is None:
+            raise SuiteError(
+                f"No suite {ref} is stored; upload it first (POST /v1/suites or "
+                "`examhall submit DIR`)."
+            )
+        return cached(row)
+    if ref not in shipped_task_suites():
+        raise SuiteError(f"{ref!r} is neither an uploaded suite's id nor a shipped task suite.")
+    data = pack_directory(shipped_dir() / ref)
+    suite = from_archive(ref, data)
+    save_suite_tree(session, suite_id=suite.id, name=suite.name, kind=HARBOR, data=data)
+    return suite
+
+
+_parsed: OrderedDict[str, TaskSuite] = OrderedDict()
+_parsed_lock = threading.Lock()
+
+
+def cached(row: Suite) -> TaskSuite:
+    """A stored task suite, parsed once per control plane (while it is among the last few)."""
+    with _parsed_lock:
+        if (suite := _parsed.get(row.sha256)) is not None:
+            _parsed.move_to_end(row.sha256)
+            return suite
+    assert row.archive is not None
+    suite = from_archive(row.name, row.archive)
+    with _parsed_lock:
+        _parsed[row.sha256] = suite
+        while len(_parsed) > _CACHE_SIZE:
+            _parsed.popitem(last=False)
+    return suite
+
+
+def stored(session: Session, sha256: str) -> TaskSuite:
+    row = session.get(Suite, sha256)
+    if row is None or row.archive is None:
+        raise SuiteError(f"Suite {sha256} is not a stored task suite.")
+    return cached(row)
+
+
+def _encoded(files: Mapping[str, bytes]) -> dict[str, str]:
+    return {name: base64.b64encode(data).decode() for name, data in files.items()}
+
+
+# Models that replay a case's "solution" script: for a task, its reference solution.
+SCRIPTED_PROVIDERS = frozenset({"faux", "simulated"})
+
+
+def task_spec(
+    task: HarborTask, *, agent: str | None, provider: str, workdir: str | None
+) -> TaskSpec:
+    """What the worker gets of a task. The verifier's files go to the root supervisor only;
+    the reference solution goes only where it is the agent (the oracle) or the script a
+    scripted model replays, never to a real model's trial."""
+    with_solution = agent == "oracle" or (agent is None and provider in SCRIPTED_PROVIDERS)
+    return TaskSpec(
+        name=task.id,
+        instruction=task.instruction,
+        tests=_encoded(task.tests),
+        solution=_encoded(task.solution) if with_solution else None,
+        verifier_timeout_s=task.limits.verifier_timeout_s,
+        verifier_env=dict(task.limits.verifier_env),
+        workdir=workdir,
+        agent=agent,
+    )
+
+
+def trial_deadline_s(task: HarborTask, agent_timeout_s: float) -> float:
+    """A task trial's wall-clock deadline: its agent's time, its verifier's, a margin."""
+    return agent_timeout_s + task.limits.verifier_timeout_s + DEADLINE_MARGIN_S
+
+
+def environment_source(suite: TaskSuite, task_id: str) -> EnvironmentSource:
+    """What a task's environment is built from: its environment/ directory, or the prebuilt
+    image task.toml names (through the box's image map like any FROM)."""
+    task = suite.task(task_id)
+    files = dict(task.environment_files)
+    if task.docker_image and DOCKERFILE not in files:
+        files[DOCKERFILE] = f"FROM {task.docker_image}\n".encode()
+    try:
+        return dockerfile_source(
+            f"suite {suite.name}, task {task.id}",
+            files,
+            build_timeout_s=task.limits.build_timeout_s,
+            workdir=task.limits.workdir,
+        )
+    except EnvironmentProblem as exc:
+        raise SuiteError(str(exc)) from None
