@@ -50,7 +50,17 @@ FRONT_FIELDS = (
     "stream_recheck_s",
 )
 _BLANK_IS_UNSET = frozenset(
-    {"max_containers", "sandbox_base", "debian_suite", "debian_mirror", *FRONT_FIELDS}
+    {
+        "max_containers",
+        "sandbox_base",
+        "debian_suite",
+        "debian_mirror",
+        "image_map",
+        "build_concurrency",
+        "build_memory",
+        "build_network",
+        *FRONT_FIELDS,
+    }
 )
 
 
@@ -82,6 +92,24 @@ def _positive_int(value: Any, info: ValidationInfo) -> int:
             f"a whole number such as {default}, or unset it for the default ({default})."
         )
     return number
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _byte_size(value: Any, info: ValidationInfo) -> int:
+    """A size in bytes, as Docker takes it: 4294967296, 4096m or 4g."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    text = str(value).strip().lower()
+    digits = text.rstrip("bkmg")
+    unit = text[len(digits) :]
+    if digits.isdigit() and unit in _SIZE_UNITS and int(digits) > 0:
+        return int(digits) * _SIZE_UNITS[unit]
+    raise ConfigError(
+        f"{env_name(str(info.field_name))}={value!r} is not a size; set it to bytes or a "
+        f"number with k, m or g (such as 4g), or unset it for the default."
+    )
 
 
 def _stripped(value: Any) -> Any:
@@ -144,6 +172,36 @@ class Settings(BaseSettings):
     debian_mirror: Stripped | None = Field(
         default=None,
         description="the bootstrapped base's Debian mirror (default: the host's apt sources)",
+    )
+    # Task environments (service/environments/): how they are built.
+    image_map: str | None = Field(
+        default=None,
+        description="images to build task environments on instead of the ones their FROM "
+        "names, for a box without a registry: comma-separated FROM=LOCAL pairs",
+    )
+    build_concurrency: PositiveInt = Field(
+        default=1, description="environment image builds at once in one control plane"
+    )
+    build_timeout_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="deadline in seconds of one environment's build (a task may only lower it)",
+    )
+    build_memory: Annotated[int, BeforeValidator(_byte_size)] = Field(
+        default=4 * 1024**3,
+        description="memory (and memory plus swap) of an environment build's containers, in "
+        "bytes or with a k, m or g suffix",
+    )
+    build_cpu_shares: int = Field(
+        default=512,
+        ge=2,
+        description="CPU weight of an environment build's containers (Docker's default is "
+        "1024, so trials win)",
+    )
+    build_network: Stripped | None = Field(
+        default=None,
+        description="the Docker network of environment builds' RUN steps (default: Docker's "
+        "own; none cuts them off)",
     )
     # Where things live.
     docs_dir: Path | None = Field(

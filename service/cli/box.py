@@ -23,7 +23,6 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.backends.docker.agent_images import download_wheels, python_version
 from service.backends.docker.debian_base import ImageBuildError, Progress, pull_if_missing
 from service.backends.docker.images import (
     BASE_ENV,
@@ -38,6 +37,7 @@ from service.backends.docker.images import (
     resolve_base,
     tree_files,
 )
+from service.backends.docker.wheels import download_wheels, python_version
 
 CONTROL_PLANE_REPO = "examhall/control-plane"
 POSTGRES_REPO = "examhall/postgres"

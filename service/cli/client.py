@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
 
 from service import config
+from service.archives import pack_directory
 from service.domain.status import JobStatus
 from service.settings import get_settings
 
@@ -19,6 +23,13 @@ SERVER_ENV = "EXAMHALL_SERVER"
 
 class ApiError(RuntimeError):
     pass
+
+
+def suite_name(directory: str | os.PathLike[str]) -> str:
+    """A directory's name as a suite's display name: characters the API does not take in a
+    name (letters, digits, '_', '.', '-') become '-'."""
+    base = Path(os.path.realpath(directory)).name
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", base)[:100] or "suite"
 
 
 def default_server() -> str:
@@ -70,6 +81,20 @@ class Client:
 
     def close(self) -> None:
         self.http.close()
+
+    def upload_suite(self, directory: str | os.PathLike[str], name: str | None = None) -> str:
+        """Pack the directory (service.archives.pack_directory), upload it to POST /v1/suites
+        and return its id, `sha256:<hex>`, for a job's `suite`. Uploading an unchanged tree
+        again gives the same id. An ArchiveError when the tree cannot be packed."""
+        data = pack_directory(directory)
+        response = self.http.post(
+            "/v1/suites",
+            params={"name": name or suite_name(directory)},
+            content=data,
+            headers={"content-type": "application/gzip"},
+        )
+        suite_id: str = _check(response)["id"]
+        return suite_id
 
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = _check(self.http.post("/v1/jobs", json=body))

@@ -11,14 +11,22 @@ from typing import Any
 import httpx
 
 from sandbox.protocol import ModelRef
+from service.archives import ArchiveError
 from service.cli.client import ApiError, Client, default_server
 from service.domain.status import JobStatus
 
-SUITE_HELP = "a suite file (.py, uploaded) or the name of a suite the server ships"
+SUITE_HELP = (
+    "a suite file (.py, uploaded), a directory of Harbor tasks (packed and uploaded), or the "
+    "name of a suite the server ships"
+)
 
 
 def suite_field(suite: str) -> str | dict[str, str]:
+    """The job body's `suite` for a file or a shipped name; a directory is uploaded first
+    (cmd_submit), so it is not handled here."""
     path = Path(suite)
+    if path.is_dir():
+        raise ValueError(f"Suite {suite} is a directory: upload it with Client.upload_suite.")
     if path.suffix == ".py" or path.exists():
         try:
             return {"name": path.stem, "source": path.read_text()}
@@ -38,7 +46,8 @@ def job_body(args: argparse.Namespace) -> dict[str, Any]:
         if not isinstance(loaded, dict):
             raise ValueError(f"--body {args.body} must hold a JSON object (a job body).")
         body.update(loaded)
-    body["suite"] = suite_field(args.suite)
+    if not Path(args.suite).is_dir():  # a directory is uploaded, and named by id, later
+        body["suite"] = suite_field(args.suite)
     if args.model:
         model = ModelRef.parse(args.model)
         body["model"] = {"provider": model.provider, "id": model.id}
@@ -76,6 +85,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     client = Client(args.server, args.token)
     job_id = None
     try:
+        if Path(args.suite).is_dir():
+            body["suite"] = client.upload_suite(args.suite)
+            print(f"Uploaded {args.suite} as suite {body['suite']}.", file=sys.stderr)
         job = client.submit(body)
         job_id = job["id"]
         print(f"Submitted {job_id}: {job['planned_trials']} trials.", file=sys.stderr)
@@ -83,7 +95,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             print(job_id)
             return 0
         return follow_and_report(client, job_id)
-    except (ApiError, httpx.TransportError) as exc:
+    except (ApiError, ArchiveError, httpx.TransportError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -204,10 +204,14 @@ def load_tasks(files: Mapping[str, bytes], *, root_name: str | None = None) -> l
         tree = _subtree(files, directory + "/")
         if CONFIG not in tree:
             deeper = sorted(p for p in tree if p.endswith("/" + CONFIG))
-            hint = f" (there is one at {directory}/{deeper[0]}: is the suite one level down?)"
+            hint = (
+                f" (there is one at {directory}/{deeper[0]}: is the suite one level down?)"
+                if deeper
+                else ""
+            )
             problems.append(
                 f"task {directory}: {CONFIG} is missing; every top-level directory of a Harbor "
-                f"suite is a task{hint if deeper else ''}; add it, or remove the directory"
+                f"suite is a task{hint}; add it, or remove the directory"
             )
             continue
         try:

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-import subprocess
-import sys
 import tarfile
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +25,7 @@ from service.backends.docker.images import (
     repo_root,
     stream_build,
 )
+from service.backends.docker.wheels import download_wheels, python_version
 
 
 @dataclass(frozen=True)
@@ -46,41 +44,6 @@ AGENTS = {
 
 def _recipe(agent: Agent) -> Path:
     return repo_root() / "docker" / "agents" / agent.name
-
-
-def python_version(client: docker.DockerClient, image: str) -> str:
-    """The `major.minor` of the image's python3, which the wheels to install must match."""
-    output = client.containers.run(
-        image,
-        entrypoint=["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        network_mode="none",
-        remove=True,
-    )
-    return bytes(output).decode().strip()
-
-
-def download_wheels(
-    requirements: Sequence[str], python: str, into: Path, progress: Progress
-) -> None:
-    """Wheels of `requirements` and of pip itself, for Python `python` on x86_64 Linux, into
-    `into`; an image then installs them with pip run from its own wheel, offline."""
-    wanted = ", ".join(requirements)
-    progress(f"Downloading {wanted} and pip as wheels for Python {python}...")
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
-            "--python-version", python, "--platform", "manylinux2014_x86_64",
-            "--dest", str(into), *requirements, "pip",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise ImageBuildError(
-            f"Could not download {wanted} from the package index: "
-            f"{done.stderr.strip()[-800:]}\nCheck that pip reaches the index, then retry."
-        )
 
 
 def ensure_agent_image(

@@ -16,6 +16,7 @@ import io
 import tarfile
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,17 @@ _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 _BUILD_TAIL_LINES = 15
 
 
+def fields_digest(fields: Iterable[tuple[str, bytes]]) -> str:
+    """sha256 (hex) of named fields, in order."""
+    sha = hashlib.sha256()
+    # Length-prefixing every field keeps distinct inputs from hashing alike by concatenation.
+    for name, data in fields:
+        for part in (name.encode(), data):
+            sha.update(len(part).to_bytes(8, "big"))
+            sha.update(part)
+    return sha.hexdigest()
+
+
 @dataclass(frozen=True)
 class BuildContext:
     """A snapshot of everything the image is built from, read once so that the hash and the
@@ -59,15 +71,13 @@ class BuildContext:
 
     dockerfile: bytes
     files: tuple[tuple[str, bytes], ...]  # (posix path relative to the repo root, contents)
+    # Paths among `files` that are executable (a task's scripts); the rest are 0644.
+    executable: frozenset[str] = frozenset()
 
     def digest(self, base: str) -> str:
-        sha = hashlib.sha256()
-        # Length-prefixing every field keeps distinct inputs from hashing alike by concatenation.
-        for name, data in [("Dockerfile", self.dockerfile), ("base", base.encode()), *self.files]:
-            for part in (name.encode(), data):
-                sha.update(len(part).to_bytes(8, "big"))
-                sha.update(part)
-        return sha.hexdigest()
+        return fields_digest(
+            [("Dockerfile", self.dockerfile), ("base", base.encode()), *self.files]
+        )
 
     def tarball(self) -> bytes:
         """The build context as an uncompressed tar, byte-identical for identical content."""
@@ -76,7 +86,7 @@ class BuildContext:
             for name, data in [("Dockerfile", self.dockerfile), *self.files]:
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
-                info.mode = 0o644
+                info.mode = 0o755 if name in self.executable else 0o644
                 info.mtime = 0
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""

@@ -1,0 +1,313 @@
+"""The control plane's builder of task environments: a task image from its source, then
+examhall's worker layer on it, tagged by the content hash of everything that went in.
+
+A present `examhall/env:<hash12>` whose label carries the full hash is the environment,
+with no builder call: the cache is the engine's tags, so it holds across jobs and control
+planes, and a cached environment costs a trial's start a few engine lookups at most.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from service.backends.docker.debian_base import (
+    ImageBuildError,
+    Progress,
+    bootstrap_debian_base,
+)
+from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
+from service.backends.docker.wheels import download_wheels, image_glibc, python_version
+from service.environments.build import BuildError, BuildLimits, BuildLog, run_build
+from service.environments.dockerfile import rewrite_images
+from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
+from service.environments.image_map import (
+    NeedsBootstrap,
+    Resolved,
+    parse_image_map,
+    resolve_image,
+)
+from service.environments.source import DOCKERFILE, EnvironmentSource
+from service.environments.spec import WHEELS_DIR, compile_dockerfile, context_files
+from service.environments.worker_layer import (
+    WORKDIR_LABEL,
+    check_image,
+    layer_context,
+    recipe_fingerprint,
+)
+from service.settings import Settings, env_name, get_settings
+
+ENV_REPO = "examhall/env"
+NAME_LABEL = "examhall.environment"
+
+
+@dataclass(frozen=True)
+class BuiltEnvironment:
+    ref: str  # examhall/env:<hash12>
+    digest: str  # the image id
+    content_hash: str
+    workdir: str | None  # the task's working directory, now the workspace's symlink
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A source read and its FROM images resolved: what the hash covers and the build uses."""
+
+    dockerfile: str
+    files: dict[str, bytes]
+    images: tuple[Resolved, ...]
+    digest: str
+
+
+_slots_lock = threading.Lock()
+_slots: threading.BoundedSemaphore | None = None
+
+
+def build_slots(settings: Settings) -> threading.BoundedSemaphore:
+    """The process's cap on builds at once (EXAMHALL_BUILD_CONCURRENCY at first use)."""
+    global _slots
+    with _slots_lock:
+        if _slots is None:
+            _slots = threading.BoundedSemaphore(settings.build_concurrency)
+        return _slots
+
+
+class EnvironmentBuilder:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        sandbox_image: str,
+        settings: Settings | None = None,
+    ) -> None:
+        self.client = client
+        self.sandbox_image = sandbox_image
+        self._settings = settings
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings or get_settings()
+
+    def content_hash(self, source: EnvironmentSource) -> str:
+        return self._prepare(source, bootstrap=None).digest
+
+    def cached(self, source: EnvironmentSource) -> BuiltEnvironment | None:
+        """The environment if it is built already; None if it must be built."""
+        try:
+            digest = self._prepare(source, bootstrap=None).digest
+        except EnvironmentBuildError as exc:
+            if isinstance(exc.__cause__, NeedsBootstrap):
+                return None
+            raise
+        return self._lookup(digest)
+
+    def build(self, source: EnvironmentSource, progress: Progress) -> BuiltEnvironment:
+        """The environment, built unless it is already; EnvironmentBuildError if it cannot
+        be."""
+        prepared = self._prepare(source, bootstrap=progress)
+        found = self._lookup(prepared.digest)
+        if found is not None:
+            progress(f"Environment of {source.name} is built already: {found.ref}.")
+            return found
+        settings = self.settings.checked(
+            "build_timeout_s", "build_memory", "build_cpu_shares", "build_network"
+        )
+        timeout = settings.build_timeout_s
+        if source.build_timeout_s is not None:
+            timeout = min(timeout, source.build_timeout_s)
+        deadline = time.monotonic() + timeout
+        with self._slot(source, settings, progress):
+            # Another thread may have built it while this one waited for the slot.
+            found = self._lookup(prepared.digest)
+            if found is not None:
+                return found
+            return self._build(source, prepared, settings, deadline, timeout, progress)
+
+    # -- internals
+
+    def _lookup(self, digest: str) -> BuiltEnvironment | None:
+        ref = f"{ENV_REPO}:{digest[:12]}"
+        try:
+            image = self.client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            return None
+        labels = image.labels or {}
+        if labels.get(HASH_LABEL) != digest:
+            return None
+        return BuiltEnvironment(ref, str(image.id), digest, labels.get(WORKDIR_LABEL) or None)
+
+    @contextmanager
+    def _slot(
+        self, source: EnvironmentSource, settings: Settings, progress: Progress
+    ) -> Iterator[None]:
+        slots = build_slots(settings)
+        if not slots.acquire(blocking=False):
+            progress(f"Waiting for a build slot ({env_name('build_concurrency')})...")
+            slots.acquire()
+        try:
+            yield
+        finally:
+            slots.release()
+
+    def _prepare(self, source: EnvironmentSource, *, bootstrap: Progress | None) -> _Prepared:
+        settings = self.settings
+        try:
+            image_map = parse_image_map(settings.image_map)
+            if source.declarative is not None:
+                original = compile_dockerfile(source.declarative, settings)
+                files = context_files(source.declarative)
+            else:
+                files = {p: d for p, d in source.files.items() if p != DOCKERFILE}
+                original = source.files[DOCKERFILE].decode()
+            found: list[Resolved] = []
+
+            def resolve(reference: str) -> str:
+                resolved = self._resolve(reference, image_map, bootstrap)
+                found.append(resolved)
+                return resolved.image
+
+            dockerfile = rewrite_images(original, resolve).text
+            sandbox_id = str(self.client.images.get(self.sandbox_image).id)
+        except (EnvironmentProblem, ImageBuildError, UnicodeDecodeError) as exc:
+            raise EnvironmentBuildError(f"The environment of {source.name}: {exc}.") from exc
+        except docker.errors.ImageNotFound as exc:
+            raise EnvironmentBuildError(
+                f"The environment of {source.name}: the sandbox image {self.sandbox_image} is "
+                f"not present; build it with `examhall image build`."
+            ) from exc
+        fields = [
+            ("recipe", recipe_fingerprint()),
+            ("sandbox", self.sandbox_image.encode()),
+            ("sandbox-id", sandbox_id.encode()),
+            ("Dockerfile", dockerfile.encode()),
+            *((f"from:{r.reference}", r.image_id.encode()) for r in found),
+            ("declarative", source.declarative.canonical() if source.declarative else b""),
+            ("workdir", (source.workdir or "").encode()),
+            ("executable", "\n".join(sorted(source.executable)).encode()),
+            *((f"file:{path}", data) for path, data in sorted(files.items())),
+        ]
+        return _Prepared(dockerfile, files, tuple(found), fields_digest(fields))
+
+    def _resolve(
+        self, reference: str, image_map: dict[str, str], bootstrap: Progress | None
+    ) -> Resolved:
+        try:
+            resolved = resolve_image(self.client, reference, image_map)
+        except NeedsBootstrap as exc:
+            if bootstrap is None:
+                raise
+            bootstrap(f"{reference}: bootstrapping the Debian {exc.suite} base it falls back to")
+            bootstrap_debian_base(self.client, exc.suite, progress=bootstrap)
+            resolved = resolve_image(self.client, reference, image_map)
+        if resolved.note and bootstrap is not None:
+            bootstrap(resolved.note + ".")
+        return resolved
+
+    def _build(
+        self,
+        source: EnvironmentSource,
+        prepared: _Prepared,
+        settings: Settings,
+        deadline: float,
+        timeout: float,
+        progress: Progress,
+    ) -> BuiltEnvironment:
+        log = BuildLog()
+        limits = BuildLimits(
+            memory=settings.build_memory,
+            cpu_shares=settings.build_cpu_shares,
+            network=settings.build_network,
+        )
+        ref = f"{ENV_REPO}:{prepared.digest[:12]}"
+        started = time.monotonic()
+        progress(f"Building the environment of {source.name} ({ref})...")
+        try:
+            files = dict(prepared.files)
+            if source.declarative is not None and source.declarative.pip:
+                files.update(self._wheels(source, prepared, progress))
+            context = BuildContext(
+                prepared.dockerfile.encode(),
+                tuple(sorted(files.items())),
+                source.executable,
+            )
+            task_id = run_build(
+                self.client,
+                context.tarball(),
+                tag=None,
+                labels={},
+                limits=limits,
+                timeout_s=deadline - time.monotonic(),
+                progress=progress,
+                log=log,
+            )
+            progress(f"Adding examhall's worker to the environment of {source.name}...")
+            task = check_image(self.client, task_id, workdir=source.workdir)
+            if task.python is None:
+                progress("The image has no python3 >= 3.11 the worker can use; bundling one.")
+            labels = {HASH_LABEL: prepared.digest, NAME_LABEL: source.name[:200]}
+            if task.workdir:
+                labels[WORKDIR_LABEL] = task.workdir
+            # The layer needs no network: everything comes from the two images.
+            layer_limits = BuildLimits(limits.memory, limits.cpu_shares, "none")
+            image_id = run_build(
+                self.client,
+                layer_context(task, self.sandbox_image).tarball(),
+                tag=ref,
+                labels=labels,
+                limits=layer_limits,
+                timeout_s=deadline - time.monotonic(),
+                progress=progress,
+                log=log,
+            )
+        except BuildError as exc:
+            step = exc.log.step
+            where = f" at {step!r}" if step else ""
+            advice = (
+                f"raise EXAMHALL_BUILD_TIMEOUT_S (now {timeout:.0f} s) if the build needs longer"
+                if exc.timed_out
+                else "fix the step (the whole log is kept with the build)"
+            )
+            raise EnvironmentBuildError(
+                f"The environment of {source.name} failed to build{where}: {exc.message}\n"
+                f"Last build output:\n{exc.log.tail()}\n{advice[0].upper()}{advice[1:]}.",
+                log=exc.log.text(),
+                step=step,
+            ) from exc
+        except (EnvironmentProblem, ImageBuildError) as exc:
+            log.add(str(exc))
+            raise EnvironmentBuildError(
+                f"The environment of {source.name} is refused: {exc}.",
+                log=log.text(),
+                step="checking the image",
+            ) from exc
+        progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
+        return BuiltEnvironment(ref, image_id, prepared.digest, task.workdir)
+
+    def _wheels(
+        self, source: EnvironmentSource, prepared: _Prepared, progress: Progress
+    ) -> dict[str, bytes]:
+        assert source.declarative is not None
+        base = prepared.images[0].image_id
+        try:
+            python = python_version(self.client, base)
+            glibc = image_glibc(self.client, base)
+        except docker.errors.DockerException as exc:
+            raise EnvironmentProblem(
+                f"pip requirements need python3 in the base image, and {prepared.images[0].image}"
+                f" has none that runs ({exc}); choose a base with python3, or install the "
+                f"tools with apt"
+            ) from exc
+        with tempfile.TemporaryDirectory(prefix="examhall-env-wheels-") as scratch:
+            download_wheels(source.declarative.pip, python, Path(scratch), progress, glibc=glibc)
+            return {
+                f"{WHEELS_DIR}/{path.name}": path.read_bytes()
+                for path in sorted(Path(scratch).iterdir())
+            }
