@@ -27,12 +27,8 @@ from service.archives import (
     pack_directory,
     read_archive,
 )
-from service.environments import (
-    DOCKERFILE,
-    EnvironmentProblem,
-    EnvironmentSource,
-    dockerfile_source,
-)
+from service.environments import EnvironmentProblem, EnvironmentSource, dockerfile_source
+from service.environments.source import DOCKERFILE
 from service.harbor.tasks import HarborTask, load_tasks
 from service.settings import get_settings
 from service.store.models import Suite

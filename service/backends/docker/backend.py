@@ -140,10 +140,11 @@ class DockerBackend:
         labels = {LABEL_TRIAL: launch.trial_id, LABEL_JOB: launch.job_id, LABEL_OWNER: s.owner}
         if s.scope is not None:
             labels[LABEL_SCOPE] = s.scope
-        own = {"memory_bytes": launch.memory_bytes, "cpus": launch.cpus}
-        own["workspace_bytes"] = launch.workspace_bytes
         resources = dataclasses.replace(
-            s.resources, **{name: value for name, value in own.items() if value is not None}
+            s.resources,
+            memory_bytes=launch.memory_bytes or s.resources.memory_bytes,
+            cpus=launch.cpus or s.resources.cpus,
+            workspace_bytes=launch.workspace_bytes or s.resources.workspace_bytes,
         )
         return container_config(
             image=launch.image or s.image,
