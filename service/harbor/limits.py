@@ -80,7 +80,11 @@ class TaskLimits:
     memory_bytes: int | None = None
     # The workspace tmpfs's size.
     storage_bytes: int | None = None
+    # The agent's workspace ([environment].workdir); None: the image's WORKDIR.
     workdir: str | None = None
+    # Literal variables. [environment].env is, in Harbor, the container's environment: every
+    # process of the task sees it (agent, verifier, solution). [verifier].env is added for
+    # tests/test.sh, [solution].env for solution/solve.sh.
     environment_env: dict[str, str] = field(default_factory=dict)
     verifier_env: dict[str, str] = field(default_factory=dict)
     solution_env: dict[str, str] = field(default_factory=dict)

@@ -99,7 +99,9 @@ def is_harbor_tree(files: Mapping[str, bytes]) -> bool:
     """Whether the tree is a Harbor suite: a task.toml at its root (one task) or in a
     top-level directory (a directory of tasks)."""
     return any(
-        path == CONFIG or (path.count("/") == 1 and path.endswith("/" + CONFIG)) for path in files
+        path == CONFIG
+        or (path.count("/") == 1 and path.endswith("/" + CONFIG) and not path.startswith("."))
+        for path in files
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from service.archives import pack_directory
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker
@@ -23,6 +24,16 @@ def test_the_api_keeps_to_its_schema_under_generated_requests(
     )
     server.wait(job["id"])
     trial = server.http.get(f"/v1/jobs/{job['id']}/trials").json()[0]["id"]
+    tree = tmp_path / "suite" / "hello"
+    tree.mkdir(parents=True)
+    (tree / "task.toml").write_text('version = "1.0"\n')
+    uploaded = server.http.post(
+        "/v1/suites",
+        params={"name": "fuzz"},
+        content=pack_directory(tree.parent),
+        headers={"content-type": "application/gzip"},
+    )
+    assert uploaded.status_code == 201, uploaded.text
     # Real identifiers, so generated requests reach past the 404s into the handlers.
     config = tmp_path / "schemathesis.toml"
     config.write_text(
@@ -30,6 +41,7 @@ def test_the_api_keeps_to_its_schema_under_generated_requests(
         f'"path.job_id" = "{job["id"]}"\n'
         f'"path.trial_id" = "{trial}"\n'
         '"path.name" = "session.jsonl"\n'
+        f'"path.suite_id" = "{uploaded.json()["id"]}"\n'
     )
     result = subprocess.run(
         [

@@ -165,6 +165,7 @@ def test_is_harbor_tree() -> None:
     assert is_harbor_tree({"task.toml": b"", "instruction.md": b"x"})
     assert not is_harbor_tree({"smoke.py": b"CASES = []"})
     assert not is_harbor_tree({"a/b/task.toml": b""})
+    assert not is_harbor_tree({".hidden/task.toml": b""})
 
 
 def test_tasks_are_sorted_by_id_and_top_level_files_ignored() -> None:

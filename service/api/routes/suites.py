@@ -1,11 +1,11 @@
 """/v1/suites: upload a suite as an archive of its tree, and read one back by id.
 
-The body is the archive itself (a gzip'd or plain tar, Content-Type application/gzip or
-application/x-tar), capped by EXAMHALL_MAX_SUITE_ARCHIVE_BYTES before it is read: a declared
-Content-Length over the cap, or a body that passes it as it streams in, answers 413 (the
-BodyLimit middleware does it first; the route counts again, so it holds without it). The
-archive is read in memory, never unpacked onto a disk here; a hostile or broken one answers
-422 naming the entry and the reason. Suites are content-addressed and shared: the same bytes
+The body is the archive itself (a gzip'd or plain tar, Content-Type application/gzip,
+application/x-tar or application/octet-stream), capped by EXAMHALL_MAX_SUITE_ARCHIVE_BYTES
+before it is read: a declared Content-Length over the cap, or a body that passes it as it
+streams in, answers 413 (the BodyLimit middleware does it first; the route counts again, so
+it holds without it). The archive is read in memory, never unpacked onto a disk here; a
+hostile or broken one answers 422 naming the entry and the reason. Suites are content-addressed and shared: the same bytes
 uploaded again answer 200 with the same id (and the first upload's name), new ones 201.
 """
 
@@ -34,7 +34,14 @@ from service.suite_trees import HARBOR, SuiteTreeError, read_suite_tree
 
 router = APIRouter()
 
-MEDIA_TYPES = ("application/gzip", "application/x-gzip", "application/x-tar")
+# Which of gzip'd or plain the body is comes from its first bytes; the type only has to say
+# it is an archive (or bytes: generic clients send application/octet-stream).
+MEDIA_TYPES = (
+    "application/gzip",
+    "application/x-gzip",
+    "application/x-tar",
+    "application/octet-stream",
+)
 ARCHIVE_SETTING = "EXAMHALL_MAX_SUITE_ARCHIVE_BYTES"
 # The name's rule is an uploaded Python suite's (service/domain/job_spec.py UploadedSuite).
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"

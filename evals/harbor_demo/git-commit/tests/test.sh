@@ -3,6 +3,9 @@
 set -u
 mkdir -p /logs/verifier
 reward=/logs/verifier/reward.txt
+# From task.toml's [verifier.env]; without it this is a broken verifier, not a failed agent,
+# so it stops before writing any reward.
+: "${EXPECTED_MESSAGE:?is not set: the verifier did not get task.toml [verifier.env]}"
 
 fail() {
     echo "FAIL: $*"
