@@ -74,6 +74,9 @@ class TaskSpec:
     solution: dict[str, str] | None = None
     verifier_timeout_s: float = 600.0
     verifier_env: dict[str, str] = field(default_factory=dict)
+    # Harbor's [environment].env (every process of the task) and [solution].env (the oracle).
+    env: dict[str, str] = field(default_factory=dict)
+    solution_env: dict[str, str] = field(default_factory=dict)
     # The task's working directory as its tests know it (e.g. /app, a link to /workspace).
     workdir: str | None = None
     # A built-in agent instead of a model's: "oracle" runs solution/solve.sh, "nop" nothing.
@@ -418,6 +421,8 @@ def _task(data: Any) -> TaskSpec | None:
         solution=solution,
         verifier_timeout_s=float(_require(data, "verifier_timeout_s", (int, float))),
         verifier_env=_string_map(data, "verifier_env") or {},
+        env=_string_map(data, "env") or {},
+        solution_env=_string_map(data, "solution_env") or {},
         workdir=workdir,
         agent=agent,
     )

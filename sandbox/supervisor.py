@@ -378,7 +378,7 @@ def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict
         verdict = verifier.run(
             spec.task.tests,
             timeout_s=spec.task.verifier_timeout_s,
-            env=spec.task.verifier_env,
+            env={**spec.task.env, **spec.task.verifier_env},
             cwd=workspace.task_workdir(spec.task.workdir),
             workspace=Path(WORKSPACE_DIR),
         )

@@ -8,6 +8,7 @@ nothing (every sound task must fail with it): together they check a task, not an
 from __future__ import annotations
 
 import base64
+import shlex
 import subprocess
 from collections.abc import Callable
 
@@ -37,7 +38,9 @@ def task_case(task: TaskSpec) -> Case:
     solve = (task.solution or {}).get("solve.sh")
     if solve is not None:
         script = base64.b64decode(solve).decode(errors="replace")
-        scripts["solution"] = [bash(script), text("Done.")]
+        # The oracle gets [solution].env from its environment; a replay, from its script.
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items())
+        scripts["solution"] = [bash(exports + script), text("Done.")]
     return Case(
         id=task.name, input=task.instruction, judges=[VERIFIER], tools=TASK_TOOLS, scripts=scripts
     )

@@ -123,6 +123,8 @@ class Worker:
             import sandbox.external  # noqa: F401  (before /workspace is the agent's)
         try:
             tool_env = self.step("scrub_env", self.scrub_env)
+            if spec.task is not None:
+                tool_env.update(spec.task.env)  # a task's own variables reach every tool
             self.step("drop_privileges", lambda: self.drop(spec.sandbox_uid, spec.sandbox_gid))
             case = self.step("load_bundle", lambda: self.load_case(spec))
             self.step("seed_workspace", lambda: self.seed(spec, case))
@@ -308,7 +310,7 @@ class Worker:
                 # A built-in agent checks the task; it has no model and no prompt.
                 run_builtin(
                     spec.task.agent,
-                    env=tool_env,
+                    env={**tool_env, **spec.task.solution_env},
                     cwd=workspace.task_workdir(spec.task.workdir),
                     timeout_s=spec.limits.agent_timeout_s,
                     emit=self.emit,

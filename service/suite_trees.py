@@ -1,10 +1,9 @@
 """Suites uploaded as trees (POST /v1/suites): an archive's files, checked, and what makes
 them a suite.
 
-`validate_suite_tree` is the one hook the Harbor loader (service.harbor) plugs into: it gets
-the archive's files and answers the suite's case ids, or raises SuiteTreeError saying which
-task (or file) is wrong and why. Until the loader is wired in, it checks only that the tree
-holds at least one task directory (a top-level directory with a task.toml).
+`validate_suite_tree` reads the archive's files with the Harbor loader (service.harbor) and
+answers the suite's case ids, or raises SuiteTreeError saying which task (or file) is wrong
+and why.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.archives import ArchiveFile, archive_id, read_archive
+from service.harbor.tasks import HarborTaskError, load_tasks
 
 # The only kind of uploaded tree so far: a directory of Harbor tasks.
 HARBOR = "harbor"
@@ -40,28 +40,14 @@ class SuiteTree:
 
 
 def validate_suite_tree(files: Mapping[str, ArchiveFile]) -> list[str]:
-    """The case ids of a Harbor suite tree: one per task directory, sorted.
-
-    HOOK: point this at service.harbor's loader (parse every task.toml, check instruction.md,
-    environment/ and tests/test.sh, map the limits), raising SuiteTreeError naming the task
-    and field. What it returns is what POST /v1/suites reports and a job's cases are."""
-    tasks = sorted(
-        name.removesuffix(f"/{TASK_FILE}")
-        for name in files
-        if name.count("/") == 1 and name.endswith(f"/{TASK_FILE}")
-    )
-    if not tasks:
-        hint = (
-            " This archive has a task.toml at its root: it is one task; upload the directory "
-            "that holds the task's directory instead."
-            if TASK_FILE in files
-            else ""
-        )
-        raise SuiteTreeError(
-            "The archive holds no task: a Harbor suite is a directory of task directories, "
-            f"each with a {TASK_FILE} (e.g. hello/{TASK_FILE}, hello/instruction.md)." + hint
-        )
-    return tasks
+    """The case ids of a Harbor suite tree, one per task, sorted: every task.toml parsed,
+    every task's files checked and its limits mapped (service.harbor), or SuiteTreeError
+    listing each problem by task and field."""
+    try:
+        tasks = load_tasks({path: file.data for path, file in files.items()})
+    except HarborTaskError as exc:
+        raise SuiteTreeError(str(exc)) from None
+    return [task.id for task in tasks]
 
 
 def read_suite_tree(

@@ -165,6 +165,8 @@ def task_spec(
         solution=_encoded(task.solution) if with_solution else None,
         verifier_timeout_s=task.limits.verifier_timeout_s,
         verifier_env=dict(task.limits.verifier_env),
+        env=dict(task.limits.environment_env),
+        solution_env=dict(task.limits.solution_env) if with_solution else {},
         workdir=workdir,
         agent=agent,
     )

@@ -167,9 +167,22 @@ TASK = member("ok/task.toml", b'version = "1.0"\n')
         (tar_of(TASK, member("ok/dev", kind=tarfile.CHRTYPE)), ["body", "ok/dev"], "a device"),
         (zeros_bomb(DEFAULT_MAX_UNPACKED_BYTES + 1), ["body"], "unpacks to more"),
         (b"not an archive at all", ["body"], "not a readable tar archive"),
-        (tar_of(member("notes/readme.md")), ["body"], "holds no task"),
+        (tar_of(member("notes/readme.md")), ["body"], "task notes: task.toml is missing"),
+        (
+            tar_of(
+                member("t/task.toml", b"[verifier]\ntimeout_sec = 'soon'\n"),
+                member("t/instruction.md", b"Do it."),
+                member("t/tests/test.sh", b"exit 0"),
+                member("t/environment/Dockerfile", b"FROM debian:bookworm-slim"),
+            ),
+            ["body"],
+            "task t: task.toml [verifier].timeout_sec",
+        ),
     ],
-    ids=["dotdot", "absolute", "symlink-out", "hard-link", "device", "bomb", "garbage", "no-task"],
+    ids=[
+        "dotdot", "absolute", "symlink-out", "hard-link", "device", "bomb", "garbage", "no-task",
+        "bad-task-toml",
+    ],
 )
 def test_a_bad_archive_is_422_naming_the_entry_and_stores_nothing(
     server: Server, archive: bytes, loc: list[str], words: str

@@ -5,8 +5,9 @@ application/x-tar or application/octet-stream), capped by EXAMHALL_MAX_SUITE_ARC
 before it is read: a declared Content-Length over the cap, or a body that passes it as it
 streams in, answers 413 (the BodyLimit middleware does it first; the route counts again, so
 it holds without it). The archive is read in memory, never unpacked onto a disk here; a
-hostile or broken one answers 422 naming the entry and the reason. Suites are content-addressed and shared: the same bytes
-uploaded again answer 200 with the same id (and the first upload's name), new ones 201.
+hostile or broken one answers 422 naming the entry and the reason. Suites are
+content-addressed and shared: the same bytes uploaded again answer 200 with the same id (and
+the first upload's name), new ones 201.
 """
 
 from __future__ import annotations

@@ -1,0 +1,123 @@
+"""Task suites (Harbor's format) end to end: submitted over HTTP, their environments built on
+the bootstrapped Debian base (the box has no registry: `FROM debian:bookworm-slim` falls
+back to it), their trials run in those images and scored by each task's own verifier."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.docker.conftest import Server
+
+pytestmark = pytest.mark.docker
+
+CHECK = {
+    "suite": "harbor_demo",
+    "variants": {"nop": {"agent": "nop"}, "oracle": {"agent": "oracle"}},
+    "baseline": "nop",
+}
+# Three environments, each an apt install: the first build of the suite takes minutes.
+BUILD_TIMEOUT_S = 1200.0
+
+
+def outcomes(server: Server, job_id: str) -> dict[tuple[str, str], str]:
+    trials = server.http.get(f"/v1/jobs/{job_id}/trials").json()
+    return {(t["variant"], t["case_id"]): t["outcome"] for t in trials}
+
+
+def test_the_shipped_tasks_pass_with_the_oracle_and_fail_with_nop(
+    start_server: Callable[..., Server],
+) -> None:
+    server = start_server()
+    created = server.submit(**CHECK)
+    assert created["status"] == "building" and created["planned_trials"] == 6
+    job = server.wait(created["id"], timeout=BUILD_TIMEOUT_S)
+    assert job["error"] is None, job["error"]
+    trials = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    seen = {(t["variant"], t["case_id"]): t for t in trials}
+    tasks = ["count-lines", "git-commit", "jq-filter"]
+    for task in tasks:
+        assert seen[("oracle", task)]["outcome"] == "passed", seen[("oracle", task)]
+        assert seen[("nop", task)]["outcome"] == "failed", seen[("nop", task)]
+    # Each trial ran in its task's environment, recorded by image and digest.
+    images = {t["case_id"]: (t["image"], t["image_digest"]) for t in trials}
+    assert len(set(images.values())) == 3
+    for image, digest in images.values():
+        assert image.startswith("examhall/env:") and digest.startswith("sha256:")
+    assert all(images[t["case_id"]] == (t["image"], t["image_digest"]) for t in trials)
+
+    # The same suite again: every environment is a cache hit, so the job is queued at once.
+    started = time.monotonic()
+    again = server.submit(suite="harbor_demo", model={"provider": "simulated", "id": "coin?p=1"})
+    while server.http.get(f"/v1/jobs/{again['id']}").json()["status"] == "building":
+        assert time.monotonic() - started < 30, "a cached environment was built again"
+        time.sleep(0.1)
+    done = server.wait(again["id"])
+    assert Counter(outcomes(server, again["id"]).values()) == {"passed": 3}, done
+    reused = {t["case_id"]: (t["image"], t["image_digest"]) for t in server.http.get(
+        f"/v1/jobs/{again['id']}/trials").json()}
+    assert reused == images
+
+
+def tar_of(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def upload(server: Server, files: dict[str, bytes], name: str) -> str:
+    response = server.http.post(
+        f"/v1/suites?name={name}",
+        content=tar_of(files),
+        headers={"Content-Type": "application/gzip"},
+    )
+    assert response.status_code in (200, 201), response.text
+    suite_id: str = response.json()["id"]
+    return suite_id
+
+
+def task(dockerfile: str) -> dict[str, bytes]:
+    return {
+        "broken/task.toml": b"[verifier]\ntimeout_sec = 30\n",
+        "broken/instruction.md": b"Nothing to do.",
+        "broken/tests/test.sh": b"echo 1 > /logs/verifier/reward.txt\n",
+        "broken/environment/Dockerfile": dockerfile.encode(),
+    }
+
+
+def test_an_environment_that_does_not_build_ends_the_job_with_its_step_and_no_trial(
+    start_server: Callable[..., Server],
+) -> None:
+    server = start_server()
+    suite = upload(
+        server,
+        task("FROM debian:bookworm-slim\nRUN echo preparing && exit 3\n"),
+        "failing_build",
+    )
+    created = server.submit(suite=suite, variants={"nop": {"agent": "nop"}})
+    job: dict[str, Any] = server.wait(created["id"], timeout=300)
+    assert job["status"] == "finished"
+    error = job["error"] or ""
+    assert "task broken" in error and "RUN echo preparing && exit 3" in error, error
+    assert "preparing" in error  # the log's tail is shown
+    assert server.http.get(f"/v1/jobs/{created['id']}/trials").json() == []
+    assert job["counts"]["finished"] == 0
+
+
+def test_built_in_agents_need_a_task_suite(start_server: Callable[..., Server]) -> None:
+    server = start_server()
+    response = server.http.post(
+        "/v1/jobs", json={"suite": "smoke", "variants": {"o": {"agent": "oracle"}}}
+    )
+    assert response.status_code == 422, response.text
+    assert "task suites" in response.text
