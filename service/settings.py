@@ -266,8 +266,7 @@ class Settings(BaseSettings):
     max_suite_archive_bytes: int = Field(
         default=32 * 1024 * 1024,
         ge=1024,
-        description="largest suite archive (POST /v1/suites) in bytes; a larger one answers "
-        "413",
+        description="largest suite archive (POST /v1/suites) in bytes; a larger one answers 413",
     )
     # Set behind a TLS-terminating proxy, where the control plane itself sees plain HTTP.
     cookie_secure: bool = Field(

@@ -180,7 +180,14 @@ TASK = member("ok/task.toml", b'version = "1.0"\n')
         ),
     ],
     ids=[
-        "dotdot", "absolute", "symlink-out", "hard-link", "device", "bomb", "garbage", "no-task",
+        "dotdot",
+        "absolute",
+        "symlink-out",
+        "hard-link",
+        "device",
+        "bomb",
+        "garbage",
+        "no-task",
         "bad-task-toml",
     ],
 )

@@ -60,8 +60,10 @@ def test_the_shipped_tasks_pass_with_the_oracle_and_fail_with_nop(
         time.sleep(0.1)
     done = server.wait(again["id"])
     assert Counter(outcomes(server, again["id"]).values()) == {"passed": 3}, done
-    reused = {t["case_id"]: (t["image"], t["image_digest"]) for t in server.http.get(
-        f"/v1/jobs/{again['id']}/trials").json()}
+    reused = {
+        t["case_id"]: (t["image"], t["image_digest"])
+        for t in server.http.get(f"/v1/jobs/{again['id']}/trials").json()
+    }
     assert reused == images
 
 
