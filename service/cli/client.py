@@ -104,6 +104,10 @@ class Client:
         result: dict[str, Any] = _check(self.http.get(f"/v1/jobs/{job_id}"))
         return result
 
+    def trials(self, job_id: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = _check(self.http.get(f"/v1/jobs/{job_id}/trials"))
+        return result
+
     def cancel(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = _check(self.http.delete(f"/v1/jobs/{job_id}"))
         return result

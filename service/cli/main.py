@@ -6,10 +6,7 @@ import argparse
 import dataclasses
 import json
 import math
-import socket
 import sys
-import threading
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +26,8 @@ from service.backends.registry import create_backend
 from service.cli import listen
 from service.cli.admin import add_admin_commands
 from service.cli.box import add_box_commands
-from service.cli.client import ApiError, Client
+from service.cli.client import ApiError
+from service.cli.local import local_control_plane
 from service.cli.remote import add_remote_commands
 from service.domain.job_spec import JobLimits, ModelSpec, VariantSpec
 from service.launch.launcher import Launcher
@@ -39,7 +37,6 @@ from service.providers import ProviderRegistry
 from service.report.commands import add_commands as add_report_commands
 from service.scheduler.run_spec import run_spec
 from service.settings import get_settings
-from service.store.db import database_url
 from service.suites import SuiteError, list_cases, load_suite
 
 
@@ -245,41 +242,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0 if server.started else 3
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job end to end: a control plane on SQLite, the smoke suite over HTTP."""
-    import uvicorn
-
-    from service.api.app import create_app
-
     try:
         model = ModelRef.parse(args.model)
     except ValueError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    port = _free_port()
-    # A token of this run only: the demo's control plane listens on loopback for its lifetime.
-    token = f"exh_demo_{uuid.uuid4().hex}"
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(admin_token=token), host="127.0.0.1", port=port, log_level="warning"
-        )
-    )
-    thread = threading.Thread(target=server.run, name="examhall-demo-server", daemon=True)
-    _progress(f"Starting the control plane on http://127.0.0.1:{port} (database {database_url()})")
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise SystemExit("examhall: the control plane failed to start; see above.")
-            time.sleep(0.1)
-        client = Client(f"http://127.0.0.1:{port}", token)
+    with local_control_plane() as client:
         body = {
             "suite": "smoke",
             "model": {"provider": model.provider, "id": model.id},
@@ -294,10 +264,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _progress(f"Submitted {job['id']}: {job['planned_trials']} trials ({args.model}).")
         client.wait(job["id"])
         print(client.report_text(job["id"]), end="")
-        client.close()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=60)
     return 0
 
 

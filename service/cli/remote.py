@@ -12,6 +12,7 @@ import httpx
 
 from sandbox.protocol import ModelRef
 from service.archives import ArchiveError
+from service.cli import check_tasks
 from service.cli.client import ApiError, Client, default_server
 from service.domain.status import JobStatus
 
@@ -175,3 +176,5 @@ def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     report.add_argument("--json", action="store_true")
     _connection(report)
     report.set_defaults(func=cmd_report)
+
+    check_tasks.add_command(sub, _connection)

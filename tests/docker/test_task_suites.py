@@ -5,10 +5,14 @@ back to it), their trials run in those images and scored by each task's own veri
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import tarfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -123,3 +127,58 @@ def test_built_in_agents_need_a_task_suite(start_server: Callable[..., Server]) 
     )
     assert response.status_code == 422, response.text
     assert "task suites" in response.text
+
+
+CHECKED_TASK_TOML = b"""[agent]
+timeout_sec = 60
+
+[verifier]
+timeout_sec = 30
+
+[environment]
+workdir = "/app"
+"""
+# One environment for all three tasks: built once, by its content hash.
+PLAIN_ENV = b"FROM debian:bookworm-slim\nWORKDIR /app\n"
+CHECKS_ANSWER = (
+    b'[ "$(cat /app/answer.txt 2>/dev/null)" = 42 ] && echo 1 > /logs/verifier/reward.txt'
+    b" || echo 0 > /logs/verifier/reward.txt\n"
+)
+
+
+def write_task(root: Path, name: str, test: bytes, solve: bytes) -> None:
+    files = {
+        "task.toml": CHECKED_TASK_TOML,
+        "instruction.md": b"Write 42 to /app/answer.txt.",
+        "environment/Dockerfile": PLAIN_ENV,
+        "tests/test.sh": test,
+        "solution/solve.sh": solve,
+    }
+    for relative, data in files.items():
+        path = root / name / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def test_check_tasks_lists_the_broken_tasks(
+    start_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = start_server()
+    suite = tmp_path / "checked"
+    write_task(suite, "sound", CHECKS_ANSWER, b"echo 42 > /app/answer.txt\n")
+    write_task(suite, "lax", b"echo 1 > /logs/verifier/reward.txt\n", b"true\n")
+    write_task(suite, "wrong-solution", CHECKS_ANSWER, b"echo 41 > /app/answer.txt\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "check-tasks", str(suite), "--server", server.url],
+        env={**os.environ, "EXAMHALL_TOKEN": server.token},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:-1]}
+    assert rows["sound"].endswith("sound"), done.stdout
+    assert "passes with the nop agent" in rows["lax"], done.stdout
+    assert "fails with its reference solution" in rows["wrong-solution"], done.stdout
+    assert done.stdout.splitlines()[-1] == "2 of 3 task(s) broken: lax, wrong-solution"
