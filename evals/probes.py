@@ -43,7 +43,8 @@ def worker_pids():
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if read(f"/proc/{pid}/cmdline").split(b"\0")[:4] == [b"python3", b"-P", b"-m", b"sandbox.worker"]:
+            # Whatever the interpreter's path: a task environment's may be its own.
+            if read(f"/proc/{pid}/cmdline").split(b"\0")[1:4] == [b"-P", b"-m", b"sandbox.worker"]:
                 uid = read(f"/proc/{pid}/status").split(b"Uid:")[1].split()[0]
                 found["supervisor" if uid == b"0" else "worker"] = int(pid)
         except (OSError, IndexError):

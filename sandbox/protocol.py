@@ -272,6 +272,8 @@ class CaseInfo:
     metadata: dict[str, Any] = field(default_factory=dict)
     # Names of the case's faux scripts, so a submission can check `faux/NAME` up front.
     scripts: list[str] = field(default_factory=list)
+    # The case's environment (sandbox.suite.Environment.describe()), or None.
+    environment: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

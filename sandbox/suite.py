@@ -6,6 +6,7 @@ as root, before the agent starts; the control plane never imports it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,51 @@ def judge(fn: Callable[[AgentRun], JudgeResult]) -> Judge:
 
 
 @dataclass(frozen=True)
+class Environment:
+    """The image a case runs in instead of the bare sandbox: Debian packages, pinned pip
+    requirements, files under the working directory and variables (a declarative spec), or
+    a Dockerfile with its build context. The control plane builds it once, by the content
+    hash of all of it, and layers examhall's worker onto it; a suite's `ENVIRONMENT` is the
+    default of its cases."""
+
+    apt: Sequence[str] = ()
+    pip: Sequence[str] = ()
+    files: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+    base: str | None = None
+    # Instead of the fields above: a Dockerfile, and the text files of its build context.
+    dockerfile: str | None = None
+    context: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        declarative = self.apt or self.pip or self.files or self.env or self.workdir or self.base
+        if self.dockerfile is not None and declarative:
+            raise ValueError(
+                "An Environment is a dockerfile (with its context) or a declarative spec "
+                "(apt, pip, files, env, workdir, base), not both."
+            )
+        if self.context and self.dockerfile is None:
+            raise ValueError("An Environment's context is the dockerfile's; give a dockerfile.")
+
+    def describe(self) -> dict[str, Any]:
+        """The spec as plain data, for the control plane (which validates it again)."""
+        if self.dockerfile is not None:
+            return {"dockerfile": self.dockerfile, "context": dict(self.context)}
+        described: dict[str, Any] = {
+            "apt": list(self.apt),
+            "pip": list(self.pip),
+            "files": dict(self.files),
+            "env": dict(self.env),
+        }
+        if self.workdir is not None:
+            described["workdir"] = self.workdir
+        if self.base is not None:
+            described["base"] = self.base
+        return described
+
+
+@dataclass(frozen=True)
 class Case:
     id: str
     # A prompt, or a list of prompts sent one after another as steps.
@@ -91,8 +137,12 @@ class Case:
     tools: Sequence[str] | None = None
     # Faux scripts by name: `faux/NAME` plays one; the simulated model replays "solution".
     scripts: Mapping[str, Sequence[FauxStep]] = field(default_factory=dict)
+    # The image this case runs in; None: the suite's ENVIRONMENT, else the bare sandbox.
+    environment: Environment | None = None
 
     def __post_init__(self) -> None:
+        if self.environment is not None and not isinstance(self.environment, Environment):
+            raise ValueError(f"Case {self.id}'s environment is not a sandbox.suite.Environment.")
         if not isinstance(self.id, str) or not self.id.strip():
             raise ValueError("A case needs a non-empty string id.")
         if not self.judges:
@@ -120,10 +170,16 @@ def find_case(cases: Sequence[Case], case_id: str) -> Case:
 
 
 def cases_of(module: object) -> list[Case]:
-    """The module's CASES, checked: a list of Case with unique ids."""
+    """The module's CASES, checked: a list of Case with unique ids, each with its
+    environment (its own, else the module's ENVIRONMENT)."""
     cases = getattr(module, "CASES", None)
     if not isinstance(cases, list | tuple) or not all(isinstance(c, Case) for c in cases):
         raise ValueError("A suite must define CASES, a list of sandbox.suite.Case.")
+    default = getattr(module, "ENVIRONMENT", None)
+    if default is not None and not isinstance(default, Environment):
+        raise ValueError("A suite's ENVIRONMENT must be a sandbox.suite.Environment.")
+    if default is not None:
+        cases = [c if c.environment else dataclasses.replace(c, environment=default) for c in cases]
     seen: set[str] = set()
     for case in cases:
         if case.id in seen:

@@ -165,7 +165,12 @@ class Worker:
             self.channel.send(CasesMessage(cases=[], error=failure.message))
             return
         infos = [
-            CaseInfo(id=c.id, metadata=_jsonable(dict(c.metadata)), scripts=sorted(c.scripts))
+            CaseInfo(
+                id=c.id,
+                metadata=_jsonable(dict(c.metadata)),
+                scripts=sorted(c.scripts),
+                environment=_jsonable(c.environment.describe()) if c.environment else None,
+            )
             for c in cases
         ]
         self.channel.send(CasesMessage(cases=infos))

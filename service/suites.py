@@ -164,7 +164,17 @@ def list_cases(
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(
-        json.dumps([{"id": c.id, "metadata": c.metadata, "scripts": c.scripts} for c in cases])
+        json.dumps(
+            [
+                {
+                    "id": c.id,
+                    "metadata": c.metadata,
+                    "scripts": c.scripts,
+                    "environment": c.environment,
+                }
+                for c in cases
+            ]
+        )
     )
     tmp.replace(cached)
     return cases

@@ -247,6 +247,8 @@ class JobSpec(BaseModel):
     docs: dict[str, str] | None = None
     docs_name: str | None = None
     docs_sha256: str | None = None
+    # A Python suite's cases that run in an environment of their own: case id -> its spec.
+    environments: dict[str, dict[str, Any]] | None = None
 
     def variant(self, name: str) -> VariantSpec:
         return self.variants[name]

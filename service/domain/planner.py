@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from sandbox.protocol import CaseInfo, SuiteBundle
 from service.domain.docs_sets import DocsSetError, load_docs
@@ -59,6 +60,8 @@ class Design:
     docs: dict[str, str] | None
     docs_name: str | None
     cases: tuple[str, ...] = ()
+    # The environments of the cases that declare one (sandbox.suite.Environment.describe()).
+    environments: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
 
 # The provider that names a built-in agent (oracle, nop) where a variant's model would be.
@@ -248,4 +251,5 @@ def job_spec(request: JobRequest, design: Design) -> JobSpec:
         docs=design.docs,
         docs_name=design.docs_name,
         docs_sha256=docs_sha,
+        environments=dict(design.environments) or None,
     )

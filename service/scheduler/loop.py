@@ -33,6 +33,7 @@ from service.scheduler.run_spec import run_spec
 from service.store import queue
 from service.store.planes import BEAT_EVERY_S, beat, forget, live_planes, plane_owners
 from service.store.results import record_infra_error, record_result
+from service.suite_trees import HARBOR
 from service.suites import LIST_PREFIX
 
 log = logging.getLogger("examhall.scheduler")
@@ -66,6 +67,7 @@ class Scheduler:
         self._pool = ThreadPoolExecutor(self.max_containers, thread_name_prefix="examhall-trial")
         self._thread: threading.Thread | None = None
         self._suites: dict[str, SuiteBundle] = {}
+        self._kinds: dict[str, str] = {}
         self.on_change: Callable[[str], None] | None = None
         # Suite listings (service/listing.py) run sandboxes too, so they hold slots of the
         # box's and their team's caps: the team of each listing running, and of each waiting
@@ -247,7 +249,9 @@ class Scheduler:
             harness = spec.variant(trial.variant)
             deadline_s = harness.limits.timeout_s
             placement = task = agent_timeout_s = None
-            if trial.image is not None:  # a task suite's trial, in its environment's image
+            if trial.image is not None and not self._is_tasks(session, job.suite_sha256):
+                placement = Placement(image=trial.image)  # a case's own environment
+            elif trial.image is not None:  # a task suite's trial, in its environment's image
                 found = task_suites.stored(session, job.suite_sha256).task(trial.case_id)
                 agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
                 deadline_s = task_suites.trial_deadline_s(found, agent_timeout_s)
@@ -312,6 +316,12 @@ class Scheduler:
         )
         if job_id is not None and self.on_change is not None:
             self.on_change(job_id)
+
+    def _is_tasks(self, session: Session, sha256: str) -> bool:
+        """Whether the suite is a task suite (Harbor's format), not a Python one."""
+        if sha256 not in self._kinds:
+            self._kinds[sha256] = queue.suite_kind(session, sha256)
+        return bool(self._kinds[sha256] == HARBOR)
 
     def _suite(self, session: Session, sha256: str) -> SuiteBundle:
         bundle = self._suites.get(sha256)

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import task_suites
+from service import case_environments, task_suites
 from service.backends.docker import DockerBackend
 from service.backends.protocol import SandboxBackend
 from service.domain.job_spec import JobSpec
@@ -25,11 +25,13 @@ from service.environments import (
     BuiltEnvironment,
     EnvironmentBuilder,
     EnvironmentBuildError,
+    EnvironmentProblem,
     EnvironmentSource,
 )
 from service.store import environments as builds
 from service.store.jobs import building_jobs, fail_job, start_built_job
-from service.store.models import Job
+from service.store.models import Job, Suite
+from service.suite_trees import HARBOR
 from service.suites import SuiteError
 
 log = logging.getLogger("examhall.prepare")
@@ -96,10 +98,8 @@ class EnvironmentPreparer:
             if job is None:
                 return False
             try:
-                suite = task_suites.stored(session, job.suite_sha256)
-                cases = JobSpec.model_validate(job.spec).cases
-                sources = {case: task_suites.environment_source(suite, case) for case in cases}
-            except SuiteError as exc:
+                sources = self._sources(session, job)
+            except (SuiteError, EnvironmentProblem) as exc:
                 return self._fail(job_id, f"Suite {job.suite_name} cannot run: {exc}")
         images: dict[str, tuple[str, str | None]] = {}
         for case, source in sources.items():
@@ -113,6 +113,19 @@ class EnvironmentPreparer:
         if started:
             self.on_ready()
         return started
+
+    @staticmethod
+    def _sources(session: Session, job: Job) -> dict[str, EnvironmentSource]:
+        """What each case of the job that has an environment of its own is built from."""
+        spec = JobSpec.model_validate(job.spec)
+        suite = session.get(Suite, job.suite_sha256)
+        if suite is not None and suite.kind == HARBOR:
+            tasks = task_suites.cached(suite)
+            return {case: task_suites.environment_source(tasks, case) for case in spec.cases}
+        return {
+            case: case_environments.source(job.suite_name, case, described)
+            for case, described in (spec.environments or {}).items()
+        }
 
     def _build(self, source: EnvironmentSource) -> BuiltEnvironment:
         content_hash = self.builder.content_hash(source)

@@ -157,6 +157,13 @@ def trial_to_run(session: Session, trial_id: str) -> tuple[Trial, Job]:
     return trial, job
 
 
+def suite_kind(session: Session, sha256: str) -> str:
+    """A stored suite's kind: 'python', or 'harbor' for a task suite."""
+    suite = session.get(Suite, sha256)
+    assert suite is not None
+    return suite.kind
+
+
 def suite_source(session: Session, sha256: str) -> tuple[str, str]:
     """A stored suite's name and source."""
     suite = session.get(Suite, sha256)

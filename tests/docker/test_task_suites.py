@@ -182,3 +182,36 @@ def test_check_tasks_lists_the_broken_tasks(
     assert "passes with the nop agent" in rows["lax"], done.stdout
     assert "fails with its reference solution" in rows["wrong-solution"], done.stdout
     assert done.stdout.splitlines()[-1] == "2 of 3 task(s) broken: lax, wrong-solution"
+
+
+def test_a_python_suite_runs_its_cases_in_the_environment_it_declares(
+    start_server: Callable[..., Server],
+) -> None:
+    server = start_server()
+    source = (Path(__file__).parent.parent / "suites" / "tool_env.py").read_text()
+    created = server.submit(
+        suite={"name": "tool_env", "source": source}, model={"provider": "faux", "id": "solution"}
+    )
+    assert created["status"] == "building"
+    job = server.wait(created["id"], timeout=BUILD_TIMEOUT_S)
+    assert job["error"] is None, job["error"]
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["outcome"] == "passed", trial
+    assert trial["image"].startswith("examhall/env:") and trial["image_digest"]
+
+
+def test_an_environment_examhall_cannot_build_is_refused_at_submission(
+    start_server: Callable[..., Server],
+) -> None:
+    server = start_server()
+    source = (Path(__file__).parent.parent / "suites" / "tool_env.py").read_text()
+    bad = source.replace('apt=["jq"]', 'pip=["requests"]')
+    response = server.http.post(
+        "/v1/jobs",
+        json={
+            "suite": {"name": "tool_env", "source": bad},
+            "model": {"provider": "faux", "id": "solution"},
+        },
+    )
+    assert response.status_code == 422, response.text
+    assert "case jq-answer" in response.text and "pip" in response.text, response.text

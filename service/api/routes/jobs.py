@@ -17,6 +17,7 @@ from service.api.context import Context, Ctx
 from service.api.schemas import ErrorBody, JobCreated, JobView
 from service.api.stream import JobWatch, job_events
 from service.api.views import job_view
+from service.case_environments import with_environments
 from service.domain.job_spec import JobRequest
 from service.domain.planner import (
     JobInputError,
@@ -28,6 +29,8 @@ from service.domain.planner import (
     resolve_suite,
     select_cases,
 )
+from service.domain.status import JobStatus
+from service.environments import EnvironmentProblem
 from service.listing import ListingBusy
 from service.store.jobs import StoredSuite, create_job
 from service.suites import SuiteError
@@ -78,7 +81,16 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
 
     def plan_and_store() -> JobCreated:
         cases = select_cases(body, [info.id for info in infos], bundle.name)
-        design = resolve_design(body, cases)
+        try:
+            design = with_environments(resolve_design(body, cases), infos, bundle.name)
+        except EnvironmentProblem as exc:
+            raise JobInputError(("body", "suite"), str(exc)) from None
+        if design.environments and c.preparer is None:
+            raise JobInputError(
+                ("body", "suite"),
+                f"Suite {bundle.name} declares environments, which this box's backend "
+                f"({c.backend.name}) cannot build; they need the docker backend.",
+            )
         check_plan_size(body, design, c.settings.max_planned_trials)
         check_models(body, design, infos, c.providers)
         with c.sessions.begin() as session:
@@ -95,6 +107,8 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
 
     created = await run_in_threadpool(plan_and_store)
     c.scheduler.wake()
+    if created.status == JobStatus.BUILDING and c.preparer is not None:
+        c.preparer.wake()
     return created
 
 
