@@ -18,6 +18,7 @@ import pytest
 from sandbox.protocol import ModelRef, RunSpec
 from service.backends.docker import DockerBackend, DockerSettings
 from service.environments import (
+    AgentEnvironment,
     BuiltEnvironment,
     DeclarativeEnvironment,
     EnvironmentBuilder,
@@ -25,6 +26,7 @@ from service.environments import (
     EnvironmentSource,
     declarative_source,
     dockerfile_source,
+    ensure_agent_layer,
 )
 from service.environments.worker_layer import RUNTIME_PYTHON
 from service.launch.launcher import Launcher
@@ -308,3 +310,47 @@ def test_a_build_out_of_time_is_abandoned_and_leaves_no_container(
     while leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert leftovers() == []
+
+
+@pytest.fixture(scope="module")
+def agent_cleanup(docker_client: docker.DockerClient) -> Iterator[None]:
+    yield
+    for image in docker_client.images.list(name=f"{REPOSITORY}-agent"):
+        for tag in image.tags:
+            docker_client.images.remove(tag, force=True)
+
+
+def test_agents_install_above_an_environment_without_python(
+    builder: Callable[..., EnvironmentBuilder],
+    docker_client: docker.DockerClient,
+    agent_cleanup: None,
+) -> None:
+    envs = builder()
+    env = envs.build(
+        dockerfile(
+            "agents", f"FROM {DEBIAN}\nRUN rm -rf /usr/bin/python3* /usr/lib/python3* && true"
+        ),
+        Lines(),
+    )
+    pip_agent = AgentEnvironment(pip=["cowsay==6.1"], command=["cowsay", "-t", "{task}"])
+    layered = ensure_agent_layer(envs, env, pip_agent, Lines())
+    assert layered.workdir == env.workdir and layered.ref != env.ref
+    said = run(docker_client, layered.ref, "cowsay", "-t", "moo")
+    assert "moo" in said
+    # The agent's packages are the agent's: the worker's interpreter does not see them.
+    worker_sees = run(
+        docker_client,
+        layered.ref,
+        RUNTIME_PYTHON,
+        "-c",
+        "import importlib.util; print(importlib.util.find_spec('cowsay'))",
+    )
+    assert worker_sees == "None\n"
+    again = Lines()
+    assert ensure_agent_layer(envs, env, pip_agent, again) == layered
+    assert not any(line.startswith("Step ") for line in again)
+
+    llm = ensure_agent_layer(envs, env, AgentEnvironment(catalogue="llm"), Lines())
+    assert run(docker_client, llm.ref, "/bin/sh", "-c", "command -v examhall-llm-agent") == (
+        "/usr/local/bin/examhall-llm-agent\n"
+    )

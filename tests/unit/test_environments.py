@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.environments import (
+    AgentEnvironment,
     DeclarativeEnvironment,
     EnvironmentProblem,
     directory_source,
@@ -221,3 +222,15 @@ def test_which_working_directory_is_seeded(workdir: str | None, seeded: str | No
 def test_a_system_working_directory_is_refused(workdir: str) -> None:
     with pytest.raises(EnvironmentProblem, match="cannot become the agent's workspace"):
         seed_workdir(workdir)
+
+
+def test_an_agent_environment_is_one_kind_with_the_prompt_in_its_command() -> None:
+    assert AgentEnvironment(catalogue="llm").argv() == ("examhall-llm-agent", "{task}")
+    for bad in (
+        {},
+        {"catalogue": "llm", "pip": ["x==1"], "command": ["x", "{task}"]},
+        {"pip": ["x==1"], "command": ["x"]},
+        {"pip": ["x"], "command": ["x", "{task}"]},
+    ):
+        with pytest.raises(ValueError, match=r"catalogue|\{task\}|pinned"):
+            AgentEnvironment.model_validate(bad)
