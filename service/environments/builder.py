@@ -292,6 +292,14 @@ class EnvironmentBuilder:
                 log=log.text(),
                 step="checking the image",
             ) from exc
+        except docker.errors.DockerException as exc:
+            log.add(str(exc))
+            raise EnvironmentBuildError(
+                f"The environment of {source.name} could not be built: the Docker engine "
+                f"failed ({exc}); check the engine and retry.",
+                log=log.text(),
+                step=log.step,
+            ) from exc
         progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
         return BuiltEnvironment(ref, image_id, prepared.digest, task.workdir)
 
