@@ -5,6 +5,7 @@ EnvironmentBuilder into the task's image plus examhall's worker layer, tagged by
 hash of everything that went in, and reused from the engine's tags afterwards.
 """
 
+from service.environments.agents import AgentEnvironment, ensure_agent_layer
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
 from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
 from service.environments.source import (
@@ -16,6 +17,7 @@ from service.environments.source import (
 from service.environments.spec import DeclarativeEnvironment
 
 __all__ = [
+    "AgentEnvironment",
     "BuiltEnvironment",
     "DeclarativeEnvironment",
     "EnvironmentBuildError",
@@ -25,4 +27,5 @@ __all__ = [
     "declarative_source",
     "directory_source",
     "dockerfile_source",
+    "ensure_agent_layer",
 ]

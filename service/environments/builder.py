@@ -24,11 +24,12 @@ from service.backends.docker.debian_base import (
     Progress,
     bootstrap_debian_base,
 )
-from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
+from service.backends.docker.images import HASH_LABEL, BuildContext
 from service.backends.docker.wheels import download_wheels, image_glibc, python_version
 from service.environments.build import BuildError, BuildLimits, BuildLog, run_build
 from service.environments.dockerfile import rewrite_images
 from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
+from service.environments.hashing import environment_digest
 from service.environments.image_map import (
     NeedsBootstrap,
     Resolved,
@@ -87,10 +88,13 @@ class EnvironmentBuilder:
         *,
         sandbox_image: str,
         settings: Settings | None = None,
+        repository: str = ENV_REPO,
     ) -> None:
         self.client = client
         self.sandbox_image = sandbox_image
         self._settings = settings
+        # Where environments are tagged; tests use one of their own.
+        self.repository = repository
 
     @property
     def settings(self) -> Settings:
@@ -134,7 +138,7 @@ class EnvironmentBuilder:
     # -- internals
 
     def _lookup(self, digest: str) -> BuiltEnvironment | None:
-        ref = f"{ENV_REPO}:{digest[:12]}"
+        ref = f"{self.repository}:{digest[:12]}"
         try:
             image = self.client.images.get(ref)
         except docker.errors.ImageNotFound:
@@ -183,18 +187,18 @@ class EnvironmentBuilder:
                 f"The environment of {source.name}: the sandbox image {self.sandbox_image} is "
                 f"not present; build it with `examhall image build`."
             ) from exc
-        fields = [
-            ("recipe", recipe_fingerprint()),
-            ("sandbox", self.sandbox_image.encode()),
-            ("sandbox-id", sandbox_id.encode()),
-            ("Dockerfile", dockerfile.encode()),
-            *((f"from:{r.reference}", r.image_id.encode()) for r in found),
-            ("declarative", source.declarative.canonical() if source.declarative else b""),
-            ("workdir", (source.workdir or "").encode()),
-            ("executable", "\n".join(sorted(source.executable)).encode()),
-            *((f"file:{path}", data) for path, data in sorted(files.items())),
-        ]
-        return _Prepared(dockerfile, files, tuple(found), fields_digest(fields))
+        digest = environment_digest(
+            recipe=recipe_fingerprint(),
+            sandbox=self.sandbox_image,
+            sandbox_id=sandbox_id,
+            dockerfile=dockerfile,
+            images=[(r.reference, r.image_id) for r in found],
+            declarative=source.declarative.canonical() if source.declarative else b"",
+            workdir=source.workdir,
+            executable=source.executable,
+            files=files,
+        )
+        return _Prepared(dockerfile, files, tuple(found), digest)
 
     def _resolve(
         self, reference: str, image_map: dict[str, str], bootstrap: Progress | None
@@ -226,7 +230,7 @@ class EnvironmentBuilder:
             cpu_shares=settings.build_cpu_shares,
             network=settings.build_network,
         )
-        ref = f"{ENV_REPO}:{prepared.digest[:12]}"
+        ref = f"{self.repository}:{prepared.digest[:12]}"
         started = time.monotonic()
         progress(f"Building the environment of {source.name} ({ref})...")
         try:
@@ -287,6 +291,14 @@ class EnvironmentBuilder:
                 f"The environment of {source.name} is refused: {exc}.",
                 log=log.text(),
                 step="checking the image",
+            ) from exc
+        except docker.errors.DockerException as exc:
+            log.add(str(exc))
+            raise EnvironmentBuildError(
+                f"The environment of {source.name} could not be built: the Docker engine "
+                f"failed ({exc}); check the engine and retry.",
+                log=log.text(),
+                step=log.step,
             ) from exc
         progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
         return BuiltEnvironment(ref, image_id, prepared.digest, task.workdir)

@@ -42,7 +42,8 @@ AGENTS = {
 }
 
 
-def _recipe(agent: Agent) -> Path:
+def recipe_dir(agent: Agent) -> Path:
+    """Where the agent's recipe (a Dockerfile and the files it copies) lives."""
     return repo_root() / "docker" / "agents" / agent.name
 
 
@@ -55,7 +56,7 @@ def ensure_agent_image(
         raise ImageBuildError(
             f"Unknown agent {agent_name!r}; examhall can install: {', '.join(AGENTS)}."
         )
-    recipe = _recipe(agent)
+    recipe = recipe_dir(agent)
     files = sorted(p for p in recipe.iterdir() if p.is_file())
     digest = hashlib.sha256(f"{sandbox}\n{agent.requirement}\n".encode())
     for path in files:

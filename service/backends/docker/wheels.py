@@ -24,21 +24,21 @@ _PROBE = (
 )
 
 
-def python_version(client: docker.DockerClient, image: str) -> str:
-    """The `major.minor` of the image's python3, which the wheels to install must match."""
-    return _probe(client, image)[0]
+def python_version(client: docker.DockerClient, image: str, python: str = "python3") -> str:
+    """The `major.minor` of the image's `python`, which the wheels to install must match."""
+    return _probe(client, image, python)[0]
 
 
-def image_glibc(client: docker.DockerClient, image: str) -> str | None:
-    """The `major.minor` of the glibc the image's python3 runs on (None: not glibc)."""
-    found = _probe(client, image)[1].removeprefix("glibc ").strip()
+def image_glibc(client: docker.DockerClient, image: str, python: str = "python3") -> str | None:
+    """The `major.minor` of the glibc the image's `python` runs on (None: not glibc)."""
+    found = _probe(client, image, python)[1].removeprefix("glibc ").strip()
     return found or None
 
 
-def _probe(client: docker.DockerClient, image: str) -> list[str]:
+def _probe(client: docker.DockerClient, image: str, python: str) -> list[str]:
     output = client.containers.run(
         image,
-        entrypoint=["python3", "-I", "-c", _PROBE],
+        entrypoint=[python, "-I", "-c", _PROBE],
         user="0:0",
         network_mode="none",
         remove=True,

@@ -1,0 +1,356 @@
+"""Task environments built on the real engine: a declarative spec and Dockerfiles, the cache,
+failures that say where, the air-gapped FROM mapping, and the worker layered onto images it
+must run on (no Python, a USER of the task's) or refuse (musl, VOLUME, LD_* ENV, no /bin/sh).
+
+Every image is tagged in a repository of this test run's own and removed afterwards; each
+source carries the run's id, so no test reuses another run's (or a box's) environment."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import docker
+import docker.errors
+import pytest
+
+from sandbox.protocol import ModelRef, RunSpec
+from service.backends.docker import DockerBackend, DockerSettings
+from service.environments import (
+    AgentEnvironment,
+    BuiltEnvironment,
+    DeclarativeEnvironment,
+    EnvironmentBuilder,
+    EnvironmentBuildError,
+    EnvironmentSource,
+    declarative_source,
+    dockerfile_source,
+    ensure_agent_layer,
+)
+from service.environments.worker_layer import RUNTIME_PYTHON
+from service.launch.launcher import Launcher
+from service.launch.trial import run_trial
+from service.settings import Settings
+from service.suites import load_suite
+
+pytestmark = pytest.mark.docker
+
+RUN = uuid.uuid4().hex[:10]
+REPOSITORY = f"examhall-test-{RUN}/env"
+DEBIAN = "examhall/debian-base:bookworm"
+UNPRIVILEGED = "65532:65532"
+
+# In an image without Python: the worker's package imports through the bundled runtime, and
+# sys.executable is a path a subprocess can exec, which gets no LD_LIBRARY_PATH.
+_RUNTIME_PROBE = """
+import os, subprocess, sys
+import sandbox.worker
+child = subprocess.run(
+    [sys.executable, "-I", "-c", "import os, sys; print(sys.version_info[:2] >= (3, 11))"],
+    capture_output=True, text=True, check=True,
+)
+shell = subprocess.run(["/bin/sh", "-c", "echo ${LD_LIBRARY_PATH:-unset}"],
+                       capture_output=True, text=True, check=True)
+system = os.path.exists("/usr/bin/python3")
+print(sys.executable, child.stdout.strip(), shell.stdout.strip(), system)
+"""
+
+
+class Lines(list[str]):
+    def __call__(self, line: str) -> None:
+        self.append(line)
+
+
+@pytest.fixture(scope="module")
+def cleanup(docker_client: docker.DockerClient) -> Iterator[None]:
+    yield
+    for image in docker_client.images.list(name=REPOSITORY):
+        for tag in image.tags:
+            # Untagged parents (the task images) go with their last child.
+            docker_client.images.remove(tag, force=True)
+
+
+@pytest.fixture
+def builder(
+    docker_client: docker.DockerClient, sandbox_image: str, cleanup: None
+) -> Callable[..., EnvironmentBuilder]:
+    def make(**settings: object) -> EnvironmentBuilder:
+        return EnvironmentBuilder(
+            docker_client,
+            sandbox_image=sandbox_image,
+            settings=Settings(debian_suite="bookworm", **settings),  # type: ignore[arg-type]
+            repository=REPOSITORY,
+        )
+
+    return make
+
+
+def dockerfile(name: str, text: str, **files: bytes) -> EnvironmentSource:
+    # The run's label makes the content hash this run's own.
+    return dockerfile_source(
+        f"suite environments, task {name}",
+        {"Dockerfile": f"{text}\nLABEL examhall.test-run={RUN}\n".encode(), **files},
+    )
+
+
+def run(client: docker.DockerClient, ref: str, *argv: str, user: str = UNPRIVILEGED) -> str:
+    """`argv` in a container of `ref` locked down as a trial's is (read-only, no network)."""
+    output = client.containers.run(
+        ref,
+        entrypoint=list(argv),
+        user=user,
+        read_only=True,
+        tmpfs={"/workspace": "", "/tmp": ""},
+        network_disabled=True,
+        remove=True,
+    )
+    return bytes(output).decode()
+
+
+def trial_passes(client: docker.DockerClient, env: BuiltEnvironment) -> None:
+    """A real trial (the worker from start to judging, self-check included) in `env`."""
+    backend = DockerBackend(DockerSettings(image=env.ref, scope=f"tests-env-{RUN}"), client)
+    record = run_trial(
+        Launcher(backend),
+        RunSpec(
+            trial_id=f"env-{uuid.uuid4().hex[:8]}",
+            suite=load_suite("evals/smoke.py"),
+            case_id="create-greeting",
+            model=ModelRef.parse("faux/solution"),
+        ),
+        job_id="tests",
+        deadline_s=120,
+    )
+    result = record.result
+    assert (result.outcome, result.error_message) == ("passed", None), record.steps
+
+
+def test_declarative_environment_builds_runs_and_is_cached(
+    builder: Callable[..., EnvironmentBuilder], docker_client: docker.DockerClient
+) -> None:
+    spec = DeclarativeEnvironment(
+        apt=["jq"],
+        files={"data/input.json": '{"answer": 42}\n'},
+        env={"EXAMHALL_TEST_RUN": RUN},
+        workdir="/app",
+    )
+    source = declarative_source("suite environments, case jq", spec)
+    envs = builder()
+    assert envs.cached(source) is None
+    progress = Lines()
+    env = envs.build(source, progress)
+    assert env.ref.startswith(f"{REPOSITORY}:") and env.workdir == "/app"
+    assert any(line.startswith("Step ") for line in progress)
+
+    # As the agent would run it: the sandbox user, a read-only root, no network.
+    assert run(docker_client, env.ref, "jq", "--version").startswith("jq-1.")
+    seeded = run(
+        docker_client,
+        env.ref,
+        "/bin/sh",
+        "-c",
+        "readlink /app; cat /opt/examhall/seed/data/input.json",
+    )
+    assert seeded == '/workspace\n{"answer": 42}\n'
+    image = docker_client.images.get(env.ref)
+    assert image.labels["examhall.workdir"] == "/app"
+    assert image.attrs["Config"]["User"] == "0:0"
+    trial_passes(docker_client, env)
+
+    # The second time: the same image, and no builder call (no step was printed).
+    again = Lines()
+    assert envs.build(source, again) == env
+    assert not any(line.startswith("Step ") for line in again), again
+    assert envs.cached(source) == env
+    assert docker_client.images.get(env.ref).id == env.digest
+
+
+def test_a_failing_step_names_the_source_the_step_and_the_log(
+    builder: Callable[..., EnvironmentBuilder],
+) -> None:
+    source = dockerfile(
+        "broken", f"FROM {DEBIAN}\nRUN echo about-to-fail-{RUN} && exit 3\nRUN echo never"
+    )
+    with pytest.raises(EnvironmentBuildError) as caught:
+        builder().build(source, Lines())
+    message = str(caught.value)
+    assert "suite environments, task broken" in message
+    assert f"Step 2/4 : RUN echo about-to-fail-{RUN} && exit 3" in message
+    assert f"about-to-fail-{RUN}" in message.split("Last build output:")[1]
+    assert "returned a non-zero code: 3" in message
+    assert caught.value.step == f"Step 2/4 : RUN echo about-to-fail-{RUN} && exit 3"
+    assert f"Step 1/4 : FROM {DEBIAN}" in caught.value.log
+
+
+def test_from_images_are_mapped_and_an_unknown_one_names_the_setting(
+    builder: Callable[..., EnvironmentBuilder], docker_client: docker.DockerClient
+) -> None:
+    source = dockerfile(
+        "mapped",
+        "ARG BASE=registry.invalid/team/base:1\nFROM ${BASE} AS first\nRUN touch /mapped\n"
+        "FROM debian:bookworm-slim\nCOPY --from=first /mapped /from-first",
+    )
+    envs = builder(image_map=f"registry.invalid/team/base:1={DEBIAN}")
+    progress = Lines()
+    env = envs.build(source, progress)
+    assert "registry.invalid/team/base:1 is mapped to examhall/debian-base:bookworm." in progress
+    assert any(
+        "debian:bookworm-slim is not present and not mapped; using the bootstrapped" in line
+        for line in progress
+    )
+    assert run(docker_client, env.ref, "ls", "/from-first") == "/from-first\n"
+
+    unknown = dockerfile("unknown", "FROM registry.invalid/nothing:2\nRUN true")
+    for attempt in (lambda: envs.build(unknown, Lines()), lambda: envs.cached(unknown)):
+        with pytest.raises(EnvironmentBuildError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert "suite environments, task unknown" in message
+        assert "registry.invalid/nothing:2 is not present" in message
+        assert "EXAMHALL_IMAGE_MAP=registry.invalid/nothing:2=LOCAL_IMAGE" in message
+
+
+def test_an_image_without_python_runs_the_worker_on_the_bundled_one(
+    builder: Callable[..., EnvironmentBuilder], docker_client: docker.DockerClient
+) -> None:
+    source = dockerfile(
+        "no-python",
+        f"FROM {DEBIAN}\nRUN rm -rf /usr/bin/python3* /usr/lib/python3* /usr/lib/python3.11 "
+        "&& ! command -v python3",
+    )
+    progress = Lines()
+    env = builder().build(source, progress)
+    assert "The image has no python3 >= 3.11 the worker can use; bundling one." in progress
+    config = docker_client.images.get(env.ref).attrs["Config"]
+    assert config["Entrypoint"] == [RUNTIME_PYTHON, "-P", "-m", "sandbox.worker"]
+    output = run(docker_client, env.ref, RUNTIME_PYTHON, "-P", "-c", _RUNTIME_PROBE)
+    assert output == f"{RUNTIME_PYTHON} True unset False\n"
+    trial_passes(docker_client, env)
+
+
+def test_a_task_user_does_not_change_who_starts_the_worker_and_the_workdir_is_seeded(
+    builder: Callable[..., EnvironmentBuilder], docker_client: docker.DockerClient
+) -> None:
+    source = dockerfile(
+        "user",
+        f"FROM {DEBIAN}\nWORKDIR /srv/task\nRUN echo seeded > note.txt\nUSER root\nUSER 1234",
+    )
+    env = builder().build(source, Lines())
+    assert env.workdir == "/srv/task"
+    assert docker_client.images.get(env.ref).attrs["Config"]["User"] == "0:0"
+    # Without a user override the container starts as the image says: root.
+    assert run(docker_client, env.ref, "id", "-u", user="") == "0\n"
+    listing = run(
+        docker_client,
+        env.ref,
+        "/bin/sh",
+        "-c",
+        "readlink /srv/task; cat /opt/examhall/seed/note.txt",
+    )
+    assert listing == "/workspace\nseeded\n"
+    # The worker's code is root's and nobody else can write it.
+    writable = run(docker_client, env.ref, "find", "/opt/examhall", "-writable")
+    assert writable == ""
+    trial_passes(docker_client, env)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "refusal"),
+    [
+        (
+            "musl",
+            f"FROM {DEBIAN}\nRUN touch /lib/ld-musl-x86_64.so.1",
+            "is musl-based (/lib/ld-musl-x86_64.so.1",
+        ),
+        ("volume", f"FROM {DEBIAN}\nVOLUME /data", "declares VOLUME /data"),
+        ("preload", f"FROM {DEBIAN}\nENV LD_PRELOAD=/x.so", "sets LD_PRELOAD, which would reach"),
+        ("no-shell", "FROM scratch\nCOPY Dockerfile /Dockerfile", "has no /bin/sh"),
+    ],
+)
+def test_images_the_worker_cannot_run_on_are_refused(
+    builder: Callable[..., EnvironmentBuilder], name: str, text: str, refusal: str
+) -> None:
+    with pytest.raises(EnvironmentBuildError) as caught:
+        builder().build(dockerfile(name, text), Lines())
+    message = str(caught.value)
+    assert message.startswith(f"The environment of suite environments, task {name} is refused")
+    assert refusal in message
+    assert caught.value.step == "checking the image"
+
+
+def test_a_build_out_of_time_is_abandoned_and_leaves_no_container(
+    builder: Callable[..., EnvironmentBuilder], docker_client: docker.DockerClient
+) -> None:
+    marker = f"examhall-timeout-{RUN}"
+    source = dockerfile("slow", f"FROM {DEBIAN}\nRUN sleep 300 && echo {marker}")
+    source = EnvironmentSource(source.name, source.files, None, 5.0)
+
+    def leftovers() -> list[str]:
+        return [
+            str(c.id)
+            for c in docker_client.containers.list(all=True, ignore_removed=True)
+            if marker in " ".join(c.attrs["Config"].get("Cmd") or [])
+        ]
+
+    running: list[str] = []
+
+    def progress(line: str) -> None:
+        # The step's container is there while it runs: the check below can see one.
+        if "Running in" in line:
+            running.extend(leftovers())
+
+    started = time.monotonic()
+    with pytest.raises(EnvironmentBuildError, match="ran out of its 5 s and was abandoned"):
+        builder().build(source, progress)
+    assert time.monotonic() - started < 60
+    assert running
+
+    deadline = time.monotonic() + 30
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert leftovers() == []
+
+
+@pytest.fixture(scope="module")
+def agent_cleanup(docker_client: docker.DockerClient) -> Iterator[None]:
+    yield
+    for image in docker_client.images.list(name=f"{REPOSITORY}-agent"):
+        for tag in image.tags:
+            docker_client.images.remove(tag, force=True)
+
+
+def test_agents_install_above_an_environment_without_python(
+    builder: Callable[..., EnvironmentBuilder],
+    docker_client: docker.DockerClient,
+    agent_cleanup: None,
+) -> None:
+    envs = builder()
+    env = envs.build(
+        dockerfile(
+            "agents", f"FROM {DEBIAN}\nRUN rm -rf /usr/bin/python3* /usr/lib/python3* && true"
+        ),
+        Lines(),
+    )
+    pip_agent = AgentEnvironment(pip=["cowsay==6.1"], command=["cowsay", "-t", "{task}"])
+    layered = ensure_agent_layer(envs, env, pip_agent, Lines())
+    assert layered.workdir == env.workdir and layered.ref != env.ref
+    said = run(docker_client, layered.ref, "cowsay", "-t", "moo")
+    assert "moo" in said
+    # The agent's packages are the agent's: the worker's interpreter does not see them.
+    worker_sees = run(
+        docker_client,
+        layered.ref,
+        RUNTIME_PYTHON,
+        "-c",
+        "import importlib.util; print(importlib.util.find_spec('cowsay'))",
+    )
+    assert worker_sees == "None\n"
+    again = Lines()
+    assert ensure_agent_layer(envs, env, pip_agent, again) == layered
+    assert not any(line.startswith("Step ") for line in again)
+
+    llm = ensure_agent_layer(envs, env, AgentEnvironment(catalogue="llm"), Lines())
+    assert run(docker_client, llm.ref, "/bin/sh", "-c", "command -v examhall-llm-agent") == (
+        "/usr/local/bin/examhall-llm-agent\n"
+    )

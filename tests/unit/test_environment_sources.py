@@ -1,0 +1,236 @@
+"""Task environments without Docker: FROM rewriting, the declarative compile, the image
+map's syntax, the content hash's stability, and loading a build context from a directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from service.environments import (
+    AgentEnvironment,
+    DeclarativeEnvironment,
+    EnvironmentProblem,
+    directory_source,
+    dockerfile_source,
+)
+from service.environments.dockerfile import rewrite_images
+from service.environments.hashing import environment_digest
+from service.environments.image_map import normalise, parse_image_map
+from service.environments.spec import compile_dockerfile, context_files
+from service.environments.worker_layer import seed_workdir
+from service.settings import ConfigError, Settings
+
+
+def mapped(text: str) -> tuple[str, list[tuple[str, str]]]:
+    result = rewrite_images(text, lambda ref: f"local/{ref.replace(':', '-')}")
+    return result.text, list(result.images)
+
+
+def test_from_is_rewritten_with_its_stage_name_kept() -> None:
+    text, images = mapped("FROM debian:bookworm-slim AS build\nRUN make\n")
+    assert text == "FROM local/debian-bookworm-slim AS build\nRUN make\n"
+    assert images == [("debian:bookworm-slim", "local/debian-bookworm-slim")]
+
+
+def test_stage_references_scratch_and_indexes_are_left_alone() -> None:
+    text, images = mapped(
+        "FROM golang:1.22 AS build\nRUN go build\n"
+        "FROM build AS again\nFROM scratch\n"
+        "COPY --from=build /out /out\nCOPY --from=0 /a /a\n"
+        "COPY --from=ghcr.io/astral-sh/uv:0.4 --chown=1:1 /uv /bin/uv\n"
+    )
+    assert images == [
+        ("golang:1.22", "local/golang-1.22"),
+        ("ghcr.io/astral-sh/uv:0.4", "local/ghcr.io/astral-sh/uv-0.4"),
+    ]
+    assert "FROM build AS again\nFROM scratch\nCOPY --from=build /out /out\n" in text
+    assert "COPY --from=local/ghcr.io/astral-sh/uv-0.4 --chown=1:1 /uv /bin/uv" in text
+
+
+def test_args_before_the_first_from_are_substituted() -> None:
+    text, images = mapped(
+        'ARG BASE="python:3.12-slim"\nARG TAG\nFROM ${BASE}\nFROM ubuntu:${TAG:-24.04}\n'
+        "FROM $BASE AS x\n"
+    )
+    assert [ref for ref, _ in images] == ["python:3.12-slim", "ubuntu:24.04", "python:3.12-slim"]
+    assert text.startswith('ARG BASE="python:3.12-slim"\nARG TAG\nFROM local/python-3.12-slim\n')
+
+
+def test_an_arg_without_a_default_is_refused_by_name() -> None:
+    with pytest.raises(EnvironmentProblem, match=r"\$BASE.*ARG BASE=IMAGE"):
+        mapped("ARG BASE\nFROM $BASE\n")
+
+
+def test_platform_is_dropped_and_other_options_refused() -> None:
+    text, _ = mapped("FROM --platform=$BUILDPLATFORM debian:bookworm\n")
+    assert text == "FROM local/debian-bookworm\n"
+    with pytest.raises(EnvironmentProblem, match="--weird"):
+        mapped("FROM --weird debian\n")
+
+
+def test_continuations_comments_and_the_escape_directive() -> None:
+    text, images = mapped("# escape=`\nFROM `\n  # a comment\n  debian:trixie\nRUN echo a `\n b\n")
+    assert images == [("debian:trixie", "local/debian-trixie")]
+    assert text == "# escape=`\nFROM local/debian-trixie\nRUN echo a `\n b\n"
+
+
+def test_image_map_syntax_and_normalised_references() -> None:
+    pairs = parse_image_map(" debian:bookworm-slim=examhall/debian-base:bookworm ,\nubuntu=u:1")
+    assert pairs == {
+        "debian:bookworm-slim": "examhall/debian-base:bookworm",
+        "ubuntu:latest": "u:1",
+    }
+    assert normalise("docker.io/library/debian") == "debian:latest"
+    assert normalise("localhost:5000/x") == "localhost:5000/x:latest"
+    assert normalise("x:1@sha256:ab") == "x:1@sha256:ab"
+    with pytest.raises(ConfigError, match=r"EXAMHALL_IMAGE_MAP.*FROM=LOCAL"):
+        parse_image_map("debian")
+
+
+def test_declarative_compiles_to_apt_offline_pip_env_and_files() -> None:
+    spec = DeclarativeEnvironment(
+        base="examhall/debian-base:bookworm",
+        apt=["jq", "git=1:2.39.2-1.1"],
+        pip=["requests==2.32.3"],
+        files={"src/a.py": "print(1)\n"},
+        env={"GREETING": 'say "hi" $USER\\'},
+        workdir="/app",
+    )
+    assert compile_dockerfile(spec, Settings()) == (
+        "FROM examhall/debian-base:bookworm\n"
+        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+        "--no-install-recommends jq git=1:2.39.2-1.1 && rm -rf /var/lib/apt/lists/*\n"
+        "COPY examhall-wheels /tmp/examhall-wheels\n"
+        'RUN python3 "$(ls /tmp/examhall-wheels/pip-*.whl)/pip" install --no-index '
+        "--find-links /tmp/examhall-wheels --no-cache-dir --root-user-action=ignore "
+        "--break-system-packages --disable-pip-version-check requests==2.32.3 "
+        "&& rm -rf /tmp/examhall-wheels\n"
+        'ENV GREETING="say \\"hi\\" \\$USER\\\\"\n'
+        "WORKDIR /app\n"
+        "COPY examhall-files/ /app/\n"
+    )
+    assert context_files(spec) == {"examhall-files/src/a.py": b"print(1)\n"}
+
+
+def test_the_default_base_is_the_bootstrapped_debian_or_the_sandbox_base_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EXAMHALL_DEBIAN_SUITE", "trixie")
+    spec = DeclarativeEnvironment(apt=["jq"])
+    assert compile_dockerfile(spec, Settings()).startswith("FROM examhall/debian-base:trixie\n")
+    assert compile_dockerfile(spec, Settings(sandbox_base="my/base:1")).startswith(
+        "FROM my/base:1\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("pip", ["requests"], "not a pinned requirement.*NAME==VERSION"),
+        ("pip", ["requests>=2"], "not a pinned requirement"),
+        ("apt", ["Bad_Name"], "not a Debian package name"),
+        ("apt", ["jq; rm -rf /"], "not a Debian package name"),
+        ("files", {"../x": ""}, "must be relative"),
+        ("files", {"/etc/passwd": ""}, "must be relative"),
+        ("env", {"LD_PRELOAD": "/x.so"}, "would reach examhall's worker"),
+        ("env", {"PYTHONSTARTUP": "/x.py"}, "would reach examhall's worker"),
+        ("env", {"A": "two\nlines"}, "line break"),
+        ("workdir", "app", "absolute"),
+        ("surprise", 1, "Extra inputs are not permitted"),
+    ],
+)
+def test_declarative_refusals_name_the_problem(field: str, value: object, message: str) -> None:
+    extra = {"workdir": "/app"} if field == "files" else {}
+    with pytest.raises(ValidationError, match=message):
+        DeclarativeEnvironment.model_validate({field: value, **extra})
+
+
+def test_files_need_a_workdir() -> None:
+    with pytest.raises(ValidationError, match="set workdir"):
+        DeclarativeEnvironment(files={"a": "b"})
+
+
+def digest(**changes: object) -> str:
+    inputs: dict[str, object] = {
+        "recipe": b"r1",
+        "sandbox": "examhall/sandbox:abc",
+        "sandbox_id": "sha256:1",
+        "dockerfile": "FROM x\n",
+        "images": [("x", "sha256:2")],
+        "declarative": b"",
+        "workdir": None,
+        "executable": [],
+        "files": {"a": b"1", "b": b"2"},
+    }
+    inputs.update(changes)
+    return environment_digest(**inputs)  # type: ignore[arg-type]
+
+
+def test_the_content_hash_is_stable_and_covers_every_input() -> None:
+    # Pinned: a change to how the hash is made rebuilds every environment, so it is deliberate.
+    assert digest() == digest(files={"b": b"2", "a": b"1"})
+    assert digest() == "d9800c3e36e4b165ea69340ddd08e5aa008078a16357ee0c236dfed3f43c2cfb"
+    changed = [
+        digest(recipe=b"r2"),
+        digest(sandbox="examhall/sandbox:def"),
+        digest(sandbox_id="sha256:9"),
+        digest(dockerfile="FROM y\n"),
+        digest(images=[("x", "sha256:3")]),
+        digest(declarative=b"{}"),
+        digest(workdir="/app"),
+        digest(executable=["a"]),
+        digest(files={"a": b"1", "b": b"3"}),
+        digest(files={"a": b"12", "b": b""}),  # the same bytes, split differently
+    ]
+    assert len({digest(), *changed}) == len(changed) + 1
+
+
+def test_a_directory_source_keeps_modes_and_refuses_links_out(tmp_path: Path) -> None:
+    env = tmp_path / "environment"
+    (env / "bin").mkdir(parents=True)
+    (env / "Dockerfile").write_text("FROM debian\n")
+    (env / "bin" / "run.sh").write_text("#!/bin/sh\n")
+    (env / "bin" / "run.sh").chmod(0o755)
+    (env / "inside").symlink_to("Dockerfile")
+    source = directory_source("suite s, task t", env)
+    assert sorted(source.files) == ["Dockerfile", "bin/run.sh", "inside"]
+    assert source.executable == {"bin/run.sh"}
+    (tmp_path / "secret").write_text("x")
+    (env / "leak").symlink_to(tmp_path / "secret")
+    with pytest.raises(EnvironmentProblem, match="suite s, task t: leak is a symlink out"):
+        directory_source("suite s, task t", env)
+
+
+def test_a_context_must_have_a_dockerfile_and_relative_paths() -> None:
+    with pytest.raises(EnvironmentProblem, match="no Dockerfile"):
+        dockerfile_source("n", {"a": b""})
+    with pytest.raises(EnvironmentProblem, match="not a relative path"):
+        dockerfile_source("n", {"Dockerfile": b"", "../a": b""})
+
+
+@pytest.mark.parametrize(
+    ("workdir", "seeded"),
+    [(None, None), ("/", None), ("/workspace", None), ("/app/", "/app"), ("/srv/app", "/srv/app")],
+)
+def test_which_working_directory_is_seeded(workdir: str | None, seeded: str | None) -> None:
+    assert seed_workdir(workdir) == seeded
+
+
+@pytest.mark.parametrize("workdir", ["/usr", "/etc", "/tmp/x", "/opt/examhall/x", "/workspace/a"])
+def test_a_system_working_directory_is_refused(workdir: str) -> None:
+    with pytest.raises(EnvironmentProblem, match="cannot become the agent's workspace"):
+        seed_workdir(workdir)
+
+
+def test_an_agent_environment_is_one_kind_with_the_prompt_in_its_command() -> None:
+    assert AgentEnvironment(catalogue="llm").argv() == ("examhall-llm-agent", "{task}")
+    for bad in (
+        {},
+        {"catalogue": "llm", "pip": ["x==1"], "command": ["x", "{task}"]},
+        {"pip": ["x==1"], "command": ["x"]},
+        {"pip": ["x"], "command": ["x", "{task}"]},
+    ):
+        with pytest.raises(ValueError, match=r"catalogue|\{task\}|pinned"):
+            AgentEnvironment.model_validate(bad)
