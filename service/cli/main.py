@@ -20,7 +20,7 @@ from sandbox.providers.client import Budget
 from service import config
 from service.api.settings import front_settings
 from service.backends.docker import DockerBackend, DockerSettings, images
-from service.backends.docker.agent_images import AGENTS, ensure_agent_image
+from service.backends.docker.agent_images import ensure_agent_image
 from service.backends.protocol import FoundSandbox, SandboxError
 from service.backends.registry import create_backend
 from service.cli import listen
@@ -29,6 +29,7 @@ from service.cli.box import add_box_commands
 from service.cli.client import ApiError
 from service.cli.local import local_control_plane
 from service.cli.remote import add_remote_commands
+from service.domain.agents import AGENTS
 from service.domain.job_spec import JobLimits, ModelSpec, VariantSpec
 from service.launch.launcher import Launcher
 from service.launch.trial import TrialRecord, launch_trial

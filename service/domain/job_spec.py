@@ -25,6 +25,7 @@ from pydantic import (
 
 from sandbox.prompt import section_marker
 from sandbox.tools import TOOLS
+from service.domain.agents import AgentEnvironment
 
 Credentials = Literal["relay", "direct"]
 
@@ -118,11 +119,12 @@ class Harness(BaseModel):
         "agent; {task} stands for the case's prompt; it reaches the model through "
         "OPENAI_BASE_URL and OPENAI_API_KEY",
     )
-    agent: Literal["oracle", "nop"] | None = Field(
+    agent: Literal["oracle", "nop"] | AgentEnvironment | None = Field(
         default=None,
-        description="a built-in agent for task suites instead of a model: oracle runs the "
-        "task's solution/solve.sh (a sound task passes), nop does nothing (a sound task "
-        "fails)",
+        description="instead of the built-in loop: oracle (a task suite's solution/solve.sh; "
+        "a sound task passes) or nop (does nothing; a sound task fails), which call no "
+        'model; or an agent to install, examhall\'s catalogue ({"catalogue": "llm"}) or '
+        "pinned pip requirements with its command, reaching the model through the relay",
     )
 
     @field_validator("rules")
@@ -214,7 +216,8 @@ class VariantSpec(BaseModel):
     docs: bool = False
     rules: str | None = None
     command: list[str] | None = None
-    agent: str | None = None
+    # "oracle" or "nop", or an AgentEnvironment's fields: the agent installed for this variant.
+    agent: str | dict[str, Any] | None = None
     limits: StoredLimits
 
     def budget(self) -> dict[str, Any]:

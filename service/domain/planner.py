@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.protocol import CaseInfo, SuiteBundle
+from service.domain.agents import AgentEnvironment
 from service.domain.docs_sets import DocsSetError, load_docs
 from service.domain.job_spec import Harness, JobRequest, JobSpec, ModelSpec, VariantSpec
 from service.providers import ProviderRegistry, default_model
@@ -62,6 +63,14 @@ class Design:
     cases: tuple[str, ...] = ()
     # The environments of the cases that declare one (sandbox.suite.Environment.describe()).
     environments: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def builds(self) -> bool:
+        """Whether images must be built before the trials run (case environments, or
+        agents to install)."""
+        return bool(self.environments) or any(
+            isinstance(v.agent, dict) for v in self.variants.values()
+        )
 
 
 # The provider that names a built-in agent (oracle, nop) where a variant's model would be.
@@ -119,9 +128,14 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
             docs = request.docs.files
     resolved: dict[str, VariantSpec] = {}
     for name, harness in variants.items():
+        builtin = harness.agent if isinstance(harness.agent, str) else None
+        installed = harness.agent if isinstance(harness.agent, AgentEnvironment) else None
         # A built-in agent has no model; its "model" names it in reports.
-        builtin = ModelSpec(provider=BUILTIN_PROVIDER, id=harness.agent) if harness.agent else None
-        model = builtin or harness.model or request.model or _box_default()
+        model = (
+            ModelSpec(provider=BUILTIN_PROVIDER, id=builtin)
+            if builtin
+            else harness.model or request.model or _box_default()
+        )
         if model is None:
             raise JobInputError(
                 ("body", "model"),
@@ -138,8 +152,8 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
             tools=harness.tools,
             docs=harness.docs,
             rules=harness.rules,
-            command=harness.command,
-            agent=harness.agent,
+            command=list(installed.argv()) if installed else harness.command,
+            agent=installed.model_dump() if installed else builtin,
             limits=harness.limits or request.limits,
         )
     arms = ((baseline,) if baseline else ()) + tuple(v for v in variants if v != baseline)
@@ -173,20 +187,29 @@ def select_cases(request: JobRequest, known: list[str], suite: str) -> list[str]
 
 
 def check_agents(request: JobRequest, *, task_suite: bool) -> None:
-    """The built-in agents check tasks; a Python suite's cases have no solution to run."""
+    """The built-in agents check tasks (a Python suite's cases have no solution to run) and
+    call no model; an installed agent brings its own command."""
+    suite = request.suite if isinstance(request.suite, str) else request.suite.name
     for name, harness in (request.variants or {}).items():
-        if harness.agent is not None and not task_suite:
+        where = ("body", "variants", name, "agent")
+        if isinstance(harness.agent, str):
+            if not task_suite:
+                raise JobInputError(
+                    where,
+                    f"The {harness.agent} agent runs on task suites (Harbor's format) only; "
+                    f"suite {suite} is a Python suite.",
+                )
+            if harness.model or harness.command:
+                raise JobInputError(
+                    where,
+                    f"Variant {name} names the built-in {harness.agent} agent and a model or "
+                    "command; give one of them.",
+                )
+        elif harness.agent is not None and harness.command:
             raise JobInputError(
-                ("body", "variants", name, "agent"),
-                f"The {harness.agent} agent runs on task suites (Harbor's format) only; "
-                f"suite {request.suite if isinstance(request.suite, str) else request.suite.name}"
-                " is a Python suite.",
-            )
-        if harness.agent is not None and (harness.model or harness.command):
-            raise JobInputError(
-                ("body", "variants", name, "agent"),
-                f"Variant {name} names the built-in {harness.agent} agent and a model or "
-                "command; give one of them.",
+                where,
+                f"Variant {name} installs an agent and names a command; the agent's command "
+                "is the one its install gives (agent.command for pip agents).",
             )
 
 
@@ -223,7 +246,7 @@ def check_models(
     0% later."""
     scripts = {info.id: info.scripts for info in infos if info.id in design.cases}
     for name, harness in design.variants.items():
-        if harness.agent is not None:
+        if isinstance(harness.agent, str):
             continue  # a built-in agent calls no model
         own = request.variants is not None and request.variants[name].model is not None
         base: tuple[str | int, ...] = (

@@ -5,7 +5,8 @@ EnvironmentBuilder into the task's image plus examhall's worker layer, tagged by
 hash of everything that went in, and reused from the engine's tags afterwards.
 """
 
-from service.environments.agents import AgentEnvironment, ensure_agent_layer
+from service.domain.agents import AgentEnvironment
+from service.environments.agents import ensure_agent_layer
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
 from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
 from service.environments.source import (

@@ -15,19 +15,17 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal
 
 import docker
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.backends.docker.agent_images import AGENTS, recipe_dir
+from service.backends.docker.agent_images import recipe_dir
 from service.backends.docker.debian_base import ImageBuildError, Progress
 from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
 from service.backends.docker.wheels import download_wheels, image_glibc, python_version
+from service.domain.agents import AGENTS, AgentEnvironment
 from service.environments.build import BuildError, BuildLimits, BuildLog, run_build
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
 from service.environments.errors import EnvironmentBuildError
-from service.environments.spec import PinnedRequirement
 from service.environments.worker_layer import WORKDIR_LABEL
 
 AGENT_LABEL = "examhall.agent"
@@ -71,37 +69,6 @@ for path in sorted(glob.glob(os.path.join(lib, "*.dist-info", "entry_points.txt"
         os.chmod(launcher, 0o755)
         os.symlink(launcher, os.path.join("/usr/local/bin", name))
 """
-
-
-class AgentEnvironment(BaseModel):
-    """One of examhall's catalogue, or pinned pip requirements with the command to run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    catalogue: Literal["llm"] | None = Field(
-        default=None, description="an agent examhall knows how to install"
-    )
-    pip: list[PinnedRequirement] = Field(
-        default_factory=list, description="pinned requirements that install the agent"
-    )
-    command: list[str] = Field(
-        default_factory=list, description='the agent\'s argv; "{task}" is the prompt'
-    )
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> AgentEnvironment:
-        if (self.catalogue is None) == (not self.pip):
-            raise ValueError("name either catalogue, or pip requirements with a command")
-        if self.catalogue is not None and self.command:
-            raise ValueError(f"the catalogue agent {self.catalogue} brings its own command")
-        if self.pip and not any("{task}" in part for part in self.command):
-            raise ValueError('command must pass the prompt: put "{task}" in one argument')
-        return self
-
-    def argv(self) -> tuple[str, ...]:
-        if self.catalogue is not None:
-            return AGENTS[self.catalogue].command
-        return tuple(self.command)
 
 
 def ensure_agent_layer(

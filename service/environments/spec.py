@@ -11,13 +11,11 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from service.backends.docker.debian_base import DEBIAN_BASE_REPO, debian_suite
+from service.domain.requirements import PinnedRequirement
 from service.settings import Settings
 
 # Debian policy 5.6.1: lower case letters, digits, + - . ; at least two characters.
 _APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$")
-_PIN = re.compile(
-    r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9.!+_-]+$"
-)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Variables that would reach the worker's own Python or its loader; see worker_layer.py.
 _WORKER_VARIABLE = re.compile(
@@ -36,15 +34,6 @@ def _apt_package(name: str) -> str:
             f"optionally =VERSION)"
         )
     return name
-
-
-def _pinned(requirement: str) -> str:
-    if not _PIN.match(requirement.strip()):
-        raise ValueError(
-            f"{requirement!r} is not a pinned requirement; write NAME==VERSION (such as "
-            f"requests==2.32.3), so that a new release cannot change an eval quietly"
-        )
-    return requirement.strip()
 
 
 def _relative_path(path: str) -> str:
@@ -71,7 +60,6 @@ def _absolute_dir(path: str) -> str:
 
 
 AptPackage = Annotated[str, AfterValidator(_apt_package)]
-PinnedRequirement = Annotated[str, AfterValidator(_pinned)]
 RelativePath = Annotated[str, AfterValidator(_relative_path)]
 
 

@@ -256,7 +256,10 @@ class Scheduler:
                 agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
                 deadline_s = task_suites.trial_deadline_s(found, agent_timeout_s)
                 task = task_suites.task_spec(
-                    found, agent=harness.agent, provider=harness.model.provider, workdir=None
+                    found,
+                    agent=harness.agent if isinstance(harness.agent, str) else None,
+                    provider=harness.model.provider,
+                    workdir=None,
                 )
                 placement = Placement(
                     image=trial.image,

@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import case_environments, task_suites
 from service.backends.docker import DockerBackend
 from service.backends.protocol import SandboxBackend
+from service.domain.agents import AgentEnvironment
 from service.domain.job_spec import JobSpec
 from service.environments import (
     BuiltEnvironment,
@@ -27,6 +27,8 @@ from service.environments import (
     EnvironmentBuildError,
     EnvironmentProblem,
     EnvironmentSource,
+    dockerfile_source,
+    ensure_agent_layer,
 )
 from service.store import environments as builds
 from service.store.jobs import building_jobs, fail_job, start_built_job
@@ -39,19 +41,11 @@ log = logging.getLogger("examhall.prepare")
 POLL_S = 2.0
 
 
-class Builder(Protocol):
-    def build(
-        self, source: EnvironmentSource, progress: Callable[[str], None]
-    ) -> BuiltEnvironment: ...
-
-    def content_hash(self, source: EnvironmentSource) -> str: ...
-
-
 class EnvironmentPreparer:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        builder: Builder,
+        builder: EnvironmentBuilder,
         *,
         on_ready: Callable[[], None],
         poll_s: float = POLL_S,
@@ -97,22 +91,50 @@ class EnvironmentPreparer:
             job = session.get(Job, job_id)
             if job is None:
                 return False
+            spec = JobSpec.model_validate(job.spec)
             try:
                 sources = self._sources(session, job)
             except (SuiteError, EnvironmentProblem) as exc:
                 return self._fail(job_id, f"Suite {job.suite_name} cannot run: {exc}")
-        images: dict[str, tuple[str, str | None]] = {}
-        for case, source in sources.items():
-            try:
-                built = self._build(source)
-            except EnvironmentBuildError as exc:
-                return self._fail(job_id, str(exc))
-            images[case] = (built.ref, built.digest)
+        agents = {
+            name: AgentEnvironment.model_validate(variant.agent)
+            for name, variant in spec.variants.items()
+            if isinstance(variant.agent, dict)
+        }
+        images: dict[tuple[str, str], tuple[str, str | None]] = {}
+        try:
+            for case in spec.cases:
+                built = self._build(sources[case]) if case in sources else None
+                for variant in spec.arms:
+                    if variant in agents:
+                        base = built or self._sandbox_environment()
+                        layered = self._install(base, agents[variant])
+                        images[(case, variant)] = (layered.ref, layered.digest)
+                    elif built is not None:
+                        images[(case, variant)] = (built.ref, built.digest)
+        except EnvironmentBuildError as exc:
+            return self._fail(job_id, str(exc))
         with self.sessions.begin() as session:
             started = start_built_job(session, job_id, images)
         if started:
             self.on_ready()
         return started
+
+    def _sandbox_environment(self) -> BuiltEnvironment:
+        """The bare sandbox as an environment, for an agent installed above a case that has
+        none of its own (built once, like any environment)."""
+        dockerfile = f"FROM {self.builder.sandbox_image}\n".encode()
+        return self._build(dockerfile_source("the sandbox image", {"Dockerfile": dockerfile}))
+
+    def _install(self, base: BuiltEnvironment, agent: AgentEnvironment) -> BuiltEnvironment:
+        lines: list[str] = []
+        try:
+            return ensure_agent_layer(self.builder, base, agent, lines.append)
+        except EnvironmentBuildError as exc:
+            name = agent.catalogue or " ".join(agent.pip)
+            raise EnvironmentBuildError(
+                f"Installing the agent {name} above {base.ref} failed: {exc}", log=exc.log
+            ) from None
 
     @staticmethod
     def _sources(session: Session, job: Job) -> dict[str, EnvironmentSource]:

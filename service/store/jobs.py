@@ -53,7 +53,7 @@ def create_job(
         id=f"job-{uuid.uuid4().hex[:16]}",
         status=(
             JobStatus.QUEUED
-            if isinstance(suite, SuiteBundle) and not design.environments
+            if isinstance(suite, SuiteBundle) and not design.builds
             else JobStatus.BUILDING
         ),
         team_id=team_id,
@@ -86,11 +86,11 @@ def building_jobs(session: Session) -> list[str]:
 
 
 def start_built_job(
-    session: Session, job_id: str, images: Mapping[str, tuple[str, str | None]]
+    session: Session, job_id: str, images: Mapping[tuple[str, str], tuple[str, str | None]]
 ) -> bool:
-    """Plan a built job's trials, each with its case's image and digest (a case without an
-    environment of its own runs in the job's image), and queue it; False when it is no
-    longer building (cancelled meanwhile, or planned by another plane)."""
+    """Plan a built job's trials, each with the image and digest of its (case, variant) (one
+    without an environment or agent of its own runs in the job's image), and queue it; False
+    when it is no longer building (cancelled meanwhile, or planned by another plane)."""
     won = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status == JobStatus.BUILDING)
@@ -102,7 +102,7 @@ def start_built_job(
     assert job is not None
     spec = JobSpec.model_validate(job.spec)
     for p in plan(spec.cases, job.rounds, tuple(spec.arms)):
-        image, digest = images.get(p.case_id, (None, None))
+        image, digest = images.get((p.case_id, p.variant), (None, None))
         session.add(
             queued_trial(
                 job.id, p.case_id, p.variant, p.round, p.order, image=image, image_digest=digest

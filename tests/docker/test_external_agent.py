@@ -11,7 +11,8 @@ import pytest
 
 from sandbox.protocol import ModelRef, RunSpec
 from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.docker.agent_images import AGENTS, ensure_agent_image
+from service.backends.docker.agent_images import ensure_agent_image
+from service.domain.agents import AGENTS
 from service.gateway import Budget, TrialGateway
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial

@@ -322,3 +322,29 @@ def test_a_hostile_suite_finds_no_key_at_import_or_judging(relay_server: Any, ca
     assert HOSTILE_PLANTED in at_import and HOSTILE_PLANTED in at_judging
     assert canary not in at_import and canary not in at_judging
     assert canary not in _everything(server, created["id"])
+
+
+def write_greeting_with_llm_tools(request: Received) -> Answer:
+    """The llm CLI's own tool call, then its done: what the installed agent drives."""
+    if any(m.get("role") == "tool" for m in request.body["messages"]):
+        return openai_answer(text="I wrote hello.txt.")
+    return openai_answer(tool=("write_file", {"path": "hello.txt", "content": "Hello, exam hall!"}))
+
+
+def test_a_variant_installs_its_agent_over_the_api_and_it_reaches_the_model_by_relay(
+    relay_server: Any, canary: str
+) -> None:
+    server, fake = relay_server(write_greeting_with_llm_tools)
+    created = server.submit(
+        suite="smoke",
+        cases=["create-greeting"],
+        variants={"llm": {"model": MODEL, "agent": {"catalogue": "llm"}}},
+    )
+    assert created["status"] == "building"
+    job = server.wait(created["id"], timeout=900)
+    assert job["error"] is None, job["error"]
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    assert trial["outcome"] == "passed", (trial["error_kind"], trial["error_message"])
+    assert trial["image"].startswith("examhall/env-agent:"), trial["image"]
+    assert fake.received, "the agent never reached the provider"
+    assert canary not in _everything(server, created["id"])

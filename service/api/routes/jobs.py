@@ -85,11 +85,12 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
             design = with_environments(resolve_design(body, cases), infos, bundle.name)
         except EnvironmentProblem as exc:
             raise JobInputError(("body", "suite"), str(exc)) from None
-        if design.environments and c.preparer is None:
+        if design.builds and c.preparer is None:
             raise JobInputError(
                 ("body", "suite"),
-                f"Suite {bundle.name} declares environments, which this box's backend "
-                f"({c.backend.name}) cannot build; they need the docker backend.",
+                f"The job needs images built (environments of suite {bundle.name}, or agents "
+                f"to install), which this box's backend ({c.backend.name}) cannot do; that "
+                "needs the docker backend.",
             )
         check_plan_size(body, design, c.settings.max_planned_trials)
         check_models(body, design, infos, c.providers)

@@ -11,7 +11,6 @@ import hashlib
 import io
 import tarfile
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -26,20 +25,7 @@ from service.backends.docker.images import (
     stream_build,
 )
 from service.backends.docker.wheels import download_wheels, python_version
-
-
-@dataclass(frozen=True)
-class Agent:
-    name: str
-    # The pip requirement, pinned: a new release must not change an eval quietly.
-    requirement: str
-    # The command a harness runs; "{task}" is the case's prompt.
-    command: tuple[str, ...]
-
-
-AGENTS = {
-    "llm": Agent("llm", "llm==0.36", ("examhall-llm-agent", "{task}")),
-}
+from service.domain.agents import AGENTS, Agent
 
 
 def recipe_dir(agent: Agent) -> Path:
