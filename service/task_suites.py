@@ -48,6 +48,8 @@ class TaskSuite:
     name: str
     archive: bytes
     tasks: Mapping[str, HarborTask]
+    # The archive's executable files: a task's environment keeps their mode in its build.
+    executable: frozenset[str] = frozenset()
 
     @property
     def sha256(self) -> str:
@@ -64,20 +66,17 @@ class TaskSuite:
             raise SuiteError(f"Suite {self.name} has no task {task_id!r}.") from None
 
 
-def files_of(data: bytes) -> dict[str, bytes]:
-    """An archive's files, read as an upload is (everything hostile refused)."""
+def from_archive(name: str, data: bytes) -> TaskSuite:
+    """A task suite from its archive, read as an upload is (everything hostile refused)."""
     files = read_archive(
         data,
         max_bytes=get_settings().max_suite_archive_bytes,
         max_files=DEFAULT_MAX_FILES,
         max_unpacked_bytes=DEFAULT_MAX_UNPACKED_BYTES,
     )
-    return {path: file.data for path, file in files.items()}
-
-
-def from_archive(name: str, data: bytes) -> TaskSuite:
-    tasks = load_tasks(files_of(data))
-    return TaskSuite(name, data, {task.id: task for task in tasks})
+    tasks = load_tasks({path: file.data for path, file in files.items()})
+    executable = frozenset(path for path, file in files.items() if file.executable)
+    return TaskSuite(name, data, {task.id: task for task in tasks}, executable)
 
 
 def shipped_task_suites() -> list[str]:
@@ -184,12 +183,21 @@ def environment_source(suite: TaskSuite, task_id: str) -> EnvironmentSource:
     files = dict(task.environment_files)
     if task.docker_image and DOCKERFILE not in files:
         files[DOCKERFILE] = f"FROM {task.docker_image}\n".encode()
+    # Paths in a suite of task directories, or in one task at the archive's root.
+    prefixes = (f"{task.id}/environment/", "environment/")
+    executable = frozenset(
+        path.removeprefix(prefix)
+        for prefix in prefixes
+        for path in suite.executable
+        if path.startswith(prefix)
+    )
     try:
         return dockerfile_source(
             f"suite {suite.name}, task {task.id}",
             files,
             build_timeout_s=task.limits.build_timeout_s,
             workdir=task.limits.workdir,
+            executable=executable,
         )
     except EnvironmentProblem as exc:
         raise SuiteError(str(exc)) from None

@@ -29,7 +29,7 @@ from service.environments.errors import EnvironmentProblem
 
 # Bump when the layer's recipe changes in a way its files do not show; it is in every
 # environment's content hash, so a bump rebuilds them all.
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 
 WORKDIR_LABEL = "examhall.workdir"
 PROBE_LABEL = "examhall.environment-probe"
@@ -91,6 +91,8 @@ if [ -n "$workdir" ]; then
   rm -rf "$workdir"
   mkdir -p "$(dirname "$workdir")"
   ln -s /workspace "$workdir"
+  # Where the task's agent and verifier start (sandbox/workspace.py task_workdir).
+  printf '%s\n' "$workdir" > /opt/examhall/workdir
   chown 0:0 /opt/examhall/seed
   chmod 0755 /opt/examhall/seed
 fi

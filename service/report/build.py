@@ -14,6 +14,7 @@ from service.report.estimates import Metric, estimate, pass_at_1, pass_at_k, pas
 from service.report.model import (
     SCHEMA_VERSION,
     CaseRow,
+    EnvironmentImage,
     MetricView,
     Outcomes,
     Record,
@@ -43,6 +44,10 @@ class JobFacts:
     arms: tuple[str, ...] = ()
     docs_sha256: str | None = None
     docs_name: str | None = None
+    # (case, variant, image, digest) of the trials that ran in an image of their own.
+    environments: tuple[tuple[str, str, str, str | None], ...] = ()
+    # Why the job ended without running (an environment that did not build).
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,8 @@ def build_report(
             f"The job was cancelled: {finished} of {job.planned} planned trials finished, and "
             "these numbers cover only those."
         )
+    if job.error is not None:
+        notes.append(f"The job did not run: {job.error}")
     elif job.status != JobStatus.FINISHED:
         notes.append(
             f"The job is still {job.status}: {finished} of {job.planned} trials finished; "
@@ -220,6 +227,10 @@ def build_report(
             service_version=job.service_version,
             image=job.image,
             image_digest=job.image_digest,
+            environments=[
+                EnvironmentImage(case=c, variant=v, image=i, image_digest=d)
+                for c, v, i, d in job.environments
+            ],
             suite=job.suite_name,
             suite_sha256=job.suite_sha256,
             docs=job.docs_name,

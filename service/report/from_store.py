@@ -15,7 +15,7 @@ from service.domain.status import JobStatus, TrialStatus
 from service.report.build import JobFacts, TrialFacts, build_report
 from service.report.model import Report
 from service.store.models import Job
-from service.store.reports import REPORT_COLUMNS, limits_hit, report_rows
+from service.store.reports import REPORT_COLUMNS, job_environments, limits_hit, report_rows
 
 assert tuple(f.name for f in dataclasses.fields(TrialFacts)) == REPORT_COLUMNS
 
@@ -51,7 +51,9 @@ def job_report(session: Session, job: Job) -> Report:
     return report
 
 
-def job_facts(job: Job, spec: JobSpec) -> JobFacts:
+def job_facts(
+    job: Job, spec: JobSpec, environments: tuple[tuple[str, str, str, str | None], ...] = ()
+) -> JobFacts:
     return JobFacts(
         id=job.id,
         status=job.status,
@@ -69,6 +71,8 @@ def job_facts(job: Job, spec: JobSpec) -> JobFacts:
         arms=tuple(spec.arms),
         docs_sha256=spec.docs_sha256,
         docs_name=spec.docs_name,
+        environments=environments,
+        error=job.error,
     )
 
 
@@ -82,7 +86,7 @@ def _build_job_report(session: Session, job: Job) -> tuple[Report, bool]:
         for row in report_rows(session, job.id)
     ]
     report = build_report(
-        job_facts(job, spec),
+        job_facts(job, spec, job_environments(session, job.id)),
         trials,
         case_order=spec.cases,
         generated_at=datetime.now(UTC).replace(tzinfo=None),

@@ -188,10 +188,21 @@ class Comparison(_Part):
     system_prompt_sha256: dict[str, list[str]]
 
 
+class EnvironmentImage(_Part):
+    """The image a case's trials of one variant ran in, when it was not the job's own (a
+    task's environment, or an agent installed over the API)."""
+
+    case: str
+    variant: str
+    image: str
+    image_digest: str | None
+
+
 class Record(_Part):
     service_version: str
     image: str
     image_digest: str | None
+    environments: list[EnvironmentImage] = []
     suite: str
     suite_sha256: str
     docs: str | None

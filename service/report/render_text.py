@@ -207,4 +207,9 @@ def render_text(report: Report) -> str:
         f"examhall {record.service_version}, image {record.image}"
         f" ({(record.image_digest or 'no digest')[:19]}), generated {record.generated_at}"
     )
+    lines += [
+        f"  {env.case} ({env.variant}) ran in {env.image}"
+        f" ({(env.image_digest or 'no digest')[:19]})"
+        for env in record.environments
+    ]
     return "\n".join(lines) + "\n"

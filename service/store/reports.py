@@ -77,3 +77,17 @@ def trial_events(session: Session, trial_id: str, limit: int) -> Sequence[Event]
     return session.scalars(
         select(Event).where(Event.trial_id == trial_id).order_by(Event.seq).limit(limit)
     ).all()
+
+
+def job_environments(session: Session, job_id: str) -> tuple[tuple[str, str, str, str | None], ...]:
+    """(case, variant, image, digest) of the job's trials that ran in an image of their own,
+    each once, in case then variant order."""
+    rows = session.execute(
+        select(Trial.case_id, Trial.variant, Trial.image, Trial.image_digest)
+        .where(Trial.job_id == job_id, Trial.image.is_not(None))
+        .distinct()
+        .order_by(Trial.case_id, Trial.variant)
+    )
+    return tuple(
+        (case, variant, image or "", digest) for case, variant, image, digest in rows if image
+    )

@@ -55,6 +55,14 @@ def test_the_shipped_tasks_pass_with_the_oracle_and_fail_with_nop(
     for image, digest in images.values():
         assert image.startswith("examhall/env:") and digest.startswith("sha256:")
     assert all(images[t["case_id"]] == (t["image"], t["image_digest"]) for t in trials)
+    # ... and so says the report's record, in its JSON and its text.
+    record = server.http.get(f"/v1/jobs/{created['id']}/report").json()["record"]
+    recorded = {
+        (e["case"], e["variant"]): (e["image"], e["image_digest"]) for e in record["environments"]
+    }
+    assert recorded == {(t["case_id"], t["variant"]): images[t["case_id"]] for t in trials}
+    text = server.http.get(f"/v1/jobs/{created['id']}/report", params={"format": "text"}).text
+    assert f"jq-filter (oracle) ran in {images['jq-filter'][0]}" in text, text
 
     # The same suite again: every environment is a cache hit, so the job is queued at once.
     started = time.monotonic()
@@ -117,6 +125,8 @@ def test_an_environment_that_does_not_build_ends_the_job_with_its_step_and_no_tr
     assert "task broken" in error and "RUN echo preparing && exit 3" in error, error
     assert "preparing" in error  # the log's tail is shown
     assert server.http.get(f"/v1/jobs/{created['id']}/trials").json() == []
+    notes = server.http.get(f"/v1/jobs/{created['id']}/report").json()["notes"]
+    assert any(note.startswith("The job did not run: ") for note in notes), notes
     assert job["counts"]["finished"] == 0
 
 
