@@ -59,6 +59,8 @@ def job_body(args: argparse.Namespace) -> dict[str, Any]:
             body[flag] = getattr(args, flag)
     if args.timeout is not None:
         body.setdefault("limits", {})["timeout_s"] = args.timeout
+    if args.agent:
+        body["variants"] = {args.agent: {"agent": args.agent}}
     return body
 
 
@@ -157,6 +159,11 @@ def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument("--cases", help="comma-separated case ids (default: all)")
     submit.add_argument("--seed", type=int)
     submit.add_argument("--timeout", type=float, help="per-trial timeout, seconds")
+    submit.add_argument(
+        "--agent",
+        choices=("oracle", "nop"),
+        help="run a task suite with a built-in agent instead of a model",
+    )
     submit.add_argument(
         "--body", help="a JSON file with more of the job body (variants, docs, limits, ...)"
     )
