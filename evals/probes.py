@@ -43,8 +43,9 @@ def worker_pids():
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            # Whatever the interpreter's path: a task environment's may be its own.
-            if read(f"/proc/{pid}/cmdline").split(b"\0")[1:4] == [b"-P", b"-m", b"sandbox.worker"]:
+            # Whatever the interpreter and its flags: a task environment's may be its own.
+            argv = read(f"/proc/{pid}/cmdline").split(b"\0")
+            if b"-m" in argv and argv[argv.index(b"-m") + 1 :][:1] == [b"sandbox.worker"]:
                 uid = read(f"/proc/{pid}/status").split(b"Uid:")[1].split()[0]
                 found["supervisor" if uid == b"0" else "worker"] = int(pid)
         except (OSError, IndexError):

@@ -1,13 +1,15 @@
 """Exec a command as uid 0 holding no capability: how the task verifier runs.
 
-Started by the root supervisor as `python3 -I -c ... COMMAND ARGS...`; it drops every
-capability, puts itself first in line for the OOM killer (the verifier's memory is not the
-harness's), and execs the command with the environment it was given.
+Started by the root supervisor as `python3 -I -S -c ... ENV_JSON COMMAND ARGS...`; it sets
+no_new_privs itself (so no exec can give a capability back, whatever the engine set), drops
+every capability, puts itself first in line for the OOM killer (the verifier's memory is not
+the harness's), and execs the command with the environment ENV_JSON names, and only it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 
@@ -15,11 +17,13 @@ from sandbox import privilege
 
 
 def main() -> None:
-    command = sys.argv[1:]
-    if not command:
-        sys.exit("capless: no command given")
+    if len(sys.argv) < 3:
+        sys.exit("capless: give the command's environment (JSON) and the command")
+    env = json.loads(sys.argv[1])
+    command = sys.argv[2:]
     # Without it the score stays the kernel's default; the supervisor is exempt either way.
     with contextlib.suppress(OSError):
         privilege.set_oom_score_adj(privilege.OOM_FIRST)
+    privilege.set_no_new_privs()
     privilege.drop_all_capabilities()
-    os.execvpe(command[0], command, dict(os.environ))
+    os.execvpe(command[0], command, {str(k): str(v) for k, v in env.items()})

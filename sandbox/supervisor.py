@@ -382,7 +382,9 @@ def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict
             cwd=workspace.task_workdir(spec.task.workdir),
             workspace=Path(WORKSPACE_DIR),
         )
-    except verifier.NoReward as exc:
+    except Exception as exc:  # whatever the verifier left, it is the run's failure
+        if not isinstance(exc, verifier.NoReward):
+            exc = verifier.NoReward(f"The verifier's result could not be read ({exc}).")
         result.update(
             outcome="error",
             score=None,

@@ -42,11 +42,16 @@ REWARD_LIMIT = 64 * 1024
 # How long the killing of the agent's (or the verifier's) leftovers may take.
 CLEAR_TIMEOUT_S = 10.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Runs the command as uid 0 without capabilities; -I keeps the environment we give the
-# command from steering this Python, and the path is examhall's root-owned code.
+# Runs the command as uid 0 without capabilities. -I -S: no environment variable, no user
+# or site directory and no .pth file reaches this Python, which starts as root with the
+# supervisor's capabilities; an image's site-packages may name the agent's workspace. The
+# command's own environment travels as an argument and applies only at its exec.
 _CAPLESS = (
     "import sys; sys.path.insert(0, '/opt/examhall'); from sandbox.capless import main; main()"
 )
+# Root's home for the verifier: Harbor's tests install tools and caches under $HOME, and
+# the image's /root is read-only.
+VERIFIER_HOME = Path("/tmp/examhall-verifier-home")
 
 
 class NoReward(Exception):
@@ -149,6 +154,10 @@ def run(
     for directory in (LOGS_DIR, TESTS_DIR):
         os.chmod(directory, 0o755)
     write_tree(LOGS_DIR, {})
+    # What the agent left in /tmp (configs, caches at predictable paths) would be read by
+    # root's tests: only the workspace is the agent's to leave behind.
+    write_tree(Path("/tmp"), {})
+    VERIFIER_HOME.mkdir(mode=0o700)
     VERIFIER_LOGS.mkdir(mode=0o755)
     try:
         write_tree(TESTS_DIR, tests)
@@ -160,12 +169,22 @@ def run(
     log_fd = os.open(VERIFIER_LOGS / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     started = time.monotonic()
     try:
+        command_env = {"PATH": DEFAULT_PATH, "HOME": str(VERIFIER_HOME), "LANG": "C.UTF-8", **env}
         process = subprocess.Popen(
-            [sys.executable, "-I", "-c", _CAPLESS, "/bin/bash", str(TEST_SCRIPT)],
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                _CAPLESS,
+                json.dumps(command_env),
+                "/bin/bash",
+                str(TEST_SCRIPT),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log_fd,
             stderr=log_fd,
-            env={"PATH": DEFAULT_PATH, "HOME": "/root", "LANG": "C.UTF-8", **env},
+            env={"PATH": DEFAULT_PATH},
             cwd=cwd if os.path.isdir(cwd) else str(workspace),
             start_new_session=True,
             close_fds=True,
@@ -205,7 +224,7 @@ def read_reward() -> dict[str, float]:
             raise NoReward(f"/logs/verifier/{name} is empty.")
         try:
             value = json.loads(data) if name.endswith(".json") else float(data.decode().strip())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise NoReward(f"/logs/verifier/{name} does not hold a number.") from None
         reward = value if isinstance(value, dict) else {"reward": value}
         if not reward or not all(_finite_number(v) for v in reward.values()):

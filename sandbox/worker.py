@@ -352,7 +352,7 @@ class Worker:
                     model,
                     prompts=case.prompts,
                     env=tool_env,
-                    cwd=WORKSPACE_DIR,
+                    cwd=workspace.task_workdir(spec.task.workdir) if spec.task else WORKSPACE_DIR,
                     timeout_s=spec.limits.agent_timeout_s,
                     emit=self.emit,
                     state=state,

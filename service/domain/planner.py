@@ -213,6 +213,19 @@ def check_agents(request: JobRequest, *, task_suite: bool) -> None:
             )
 
 
+def check_credentials(request: JobRequest, design: Design, *, task_suite: bool) -> None:
+    """Direct credentials put the provider's key in the sandbox's root supervisor; in an
+    image a suite built (its Python, its libc, its site-packages) that process would run the
+    suite's code. Such jobs reach their models through the relay only."""
+    if request.credentials == "direct" and (task_suite or design.builds):
+        raise JobInputError(
+            ("body", "credentials"),
+            "Direct credentials are for jobs that run in examhall's own sandbox image; this "
+            "job runs in images a suite builds (a task suite, case environments, or installed "
+            'agents), so its models are reached through the relay: use "relay".',
+        )
+
+
 def check_variant_count(request: JobRequest, max_variants: int) -> None:
     """Checked before the suite is listed: a job with too many variants needs no container."""
     count = len(request.variants or {})

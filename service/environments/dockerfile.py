@@ -87,6 +87,9 @@ class Rewritten:
     images: tuple[tuple[str, str], ...]
 
 
+_REMOTE = re.compile(r"(^|\s)(https?://|git@|git://|ssh://)", re.IGNORECASE)
+
+
 def rewrite_images(text: str, resolve: ImageResolver) -> Rewritten:
     """`text` with each image a FROM or COPY --from names replaced by `resolve(image)`;
     stage names and `scratch` are left alone."""
@@ -110,6 +113,14 @@ def rewrite_images(text: str, resolve: ImageResolver) -> Rewritten:
             replaced[instruction.first] = (instruction.end, f"FROM {new_image}{suffix}")
             if stage:
                 stages.add(stage.lower())
+        elif instruction.keyword == "ADD" and _REMOTE.search(instruction.arguments):
+            # The classic builder fetches these in the engine itself, whatever the build
+            # network: a suite could make the box fetch from its own network.
+            raise EnvironmentProblem(
+                f"ADD {instruction.arguments[:120]}: ADD of a URL or a git repository is "
+                "refused (the engine would fetch it, outside the build's network); fetch it "
+                "in a RUN step, or put the file in the build context"
+            )
         elif instruction.keyword == "COPY":
             words = instruction.arguments.split()
             changed = False

@@ -90,6 +90,8 @@ def resolve_image(
                 f"load or build {mapped} (`docker load`), or correct the setting"
             )
         return Resolved(reference, mapped, image_id, f"{reference} is mapped to {mapped}")
+    if problem := _private(reference):
+        raise EnvironmentProblem(problem)
     image_id = _image_id(client, reference)
     if image_id is not None:
         return Resolved(reference, reference, image_id, None)
@@ -105,6 +107,27 @@ def resolve_image(
         f"the image {reference} is not present on this box, and examhall never pulls; load it "
         f"(`docker load`), or map it to a local image with {MAP_ENV}={reference}=LOCAL_IMAGE"
     )
+
+
+# Images on a box that a suite's FROM may not name unless the operator maps it: other
+# suites' environments and agent layers (another team's task files), the control plane's.
+_PRIVATE_REPOSITORIES = re.compile(r"^examhall/(env(-[a-z0-9-]+)?|control-plane)(:|@|$)")
+_IMAGE_ID = re.compile(r"^(sha256:)?[0-9a-f]{12,64}$")
+
+
+def _private(reference: str) -> str | None:
+    """Why a suite may not build on `reference`, or None."""
+    if _IMAGE_ID.match(reference):
+        return (
+            f"FROM {reference} names a local image by its id; name an image by its "
+            f"reference (mapped with {MAP_ENV} where the box lacks it)"
+        )
+    if _PRIVATE_REPOSITORIES.match(reference):
+        return (
+            f"FROM {reference} names one of this box's own images (another suite's "
+            "environment or the control plane's), which a suite may not build on"
+        )
+    return None
 
 
 def _debian_suite_of(key: str) -> str | None:

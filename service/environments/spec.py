@@ -12,15 +12,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from service.backends.docker.debian_base import DEBIAN_BASE_REPO, debian_suite
 from service.domain.requirements import PinnedRequirement
+from service.environments.worker_layer import reaches_worker
 from service.settings import Settings
 
 # Debian policy 5.6.1: lower case letters, digits, + - . ; at least two characters.
 _APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Variables that would reach the worker's own Python or its loader; see worker_layer.py.
-_WORKER_VARIABLE = re.compile(
-    r"^(LD_.*|PYTHON[A-Z0-9]*|PYTHON_(GIL|CPU_COUNT|COLORS|BASIC_REPL|HISTORY|PERF_JIT_SUPPORT|PRESITE|JIT|FROZEN_MODULES))$"
-)
 
 # Where the compiled Dockerfile's inputs sit in its build context.
 WHEELS_DIR = "examhall-wheels"
@@ -67,7 +64,7 @@ def _env(values: dict[str, str]) -> dict[str, str]:
     for name, value in values.items():
         if not _ENV_NAME.match(name):
             raise ValueError(f"env name {name!r} is not a variable name (letters, digits, _)")
-        if _WORKER_VARIABLE.match(name):
+        if reaches_worker(name):
             raise ValueError(
                 f"env {name} would reach examhall's worker (its Python or its loader); "
                 f"set it in the agent's command instead"

@@ -1,6 +1,6 @@
 """examhall's worker layered onto a task's image, so the exam hall's guarantees hold in it.
 
-The final image starts `python3 -P -m sandbox.worker` as root (whatever USER the task set),
+The final image starts `python3 -P -S -m sandbox.worker` as root (whatever USER the task set),
 with the sandbox package root-owned, compiled and unwritable at /opt/examhall/sandbox. When
 the task image has no python3 >= 3.11 with the modules the worker imports, the sandbox
 image's own Python is bundled in (bundle_python.py) and started through its own glibc
@@ -29,7 +29,7 @@ from service.environments.errors import EnvironmentProblem
 
 # Bump when the layer's recipe changes in a way its files do not show; it is in every
 # environment's content hash, so a bump rebuilds them all.
-RECIPE_VERSION = "2"
+RECIPE_VERSION = "3"
 
 WORKDIR_LABEL = "examhall.workdir"
 PROBE_LABEL = "examhall.environment-probe"
@@ -46,6 +46,14 @@ _WORKER_VARIABLE = re.compile(
     r"|PRESITE|JIT|FROZEN_MODULES|TLBC|DISABLE_REMOTE_DEBUG|THREAD_INHERIT_CONTEXT"
     r"|CONTEXT_AWARE_WARNINGS))$"
 )
+
+
+def reaches_worker(name: str) -> bool:
+    """Whether an image's variable `name` would reach the worker's own process (its Python
+    or its loader) rather than only the task's: the one list of them."""
+    return bool(_WORKER_VARIABLE.match(name)) and name not in OUR_VARIABLES
+
+
 # A working directory that would take the system (or examhall's own paths) with it when it is
 # replaced by the workspace symlink.
 _SYSTEM_DIRS = frozenset(
@@ -94,7 +102,9 @@ if [ -n "$workdir" ]; then
   # Where the task's agent and verifier start (sandbox/workspace.py task_workdir).
   printf '%s\n' "$workdir" > /opt/examhall/workdir
   chown 0:0 /opt/examhall/seed
-  chmod 0755 /opt/examhall/seed
+  # The worker copies it in as the sandbox user: a file it could not read would end every
+  # trial as the sandbox's fault.
+  chmod -R a+rX /opt/examhall/seed
 fi
 cd /
 "$python" -P -c "import sandbox.worker"
@@ -150,6 +160,11 @@ def check_image(client: docker.DockerClient, image_id: str, *, workdir: str | No
             f"linux/{engine_arch}: examhall's worker cannot run on it; build it FROM an "
             f"image of linux/{engine_arch}"
         )
+    if config.get("OnBuild"):
+        raise EnvironmentProblem(
+            f"the image has ONBUILD triggers ({'; '.join(config['OnBuild'])[:200]}), which "
+            "would run in examhall's own layer after these checks; remove them"
+        )
     volumes = sorted((config.get("Volumes") or {}).keys())
     if volumes:
         raise EnvironmentProblem(
@@ -159,7 +174,7 @@ def check_image(client: docker.DockerClient, image_id: str, *, workdir: str | No
     reaching = sorted(
         name
         for name in (entry.partition("=")[0] for entry in config.get("Env") or [])
-        if _WORKER_VARIABLE.match(name) and name not in OUR_VARIABLES
+        if reaches_worker(name)
     )
     if reaching:
         raise EnvironmentProblem(
@@ -224,8 +239,10 @@ def layer_dockerfile(task_image: str, sandbox: str, python: str | None, workdir:
         # Exec form: a SHELL instruction of the task's cannot change how these run.
         f"RUN {json.dumps(['/bin/sh', f'/tmp/{_SETUP_SCRIPT}', interpreter, workdir or ''])}",
         f"WORKDIR {WORKSPACE}",
-        # -P: the working directory (the agent's to write) must never be on sys.path.
-        f"ENTRYPOINT {json.dumps([interpreter, '-P', '-m', 'sandbox.worker'])}",
+        # -P: the working directory (the agent's to write) must never be on sys.path; -S:
+        # nor may what the task's site-packages add to it (a .pth naming the workspace, as
+        # an editable install of the task's code writes). The worker is stdlib-only.
+        f"ENTRYPOINT {json.dumps([interpreter, '-P', '-S', '-m', 'sandbox.worker'])}",
         "CMD []",
         "HEALTHCHECK NONE",
         "STOPSIGNAL SIGTERM",

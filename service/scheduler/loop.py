@@ -250,7 +250,8 @@ class Scheduler:
             deadline_s = harness.limits.timeout_s
             placement = task = agent_timeout_s = None
             if trial.image is not None and not self._is_tasks(session, job.suite_sha256):
-                placement = Placement(image=trial.image)  # a case's own environment
+                # A case's own environment, by its id: a tag could be pointed elsewhere.
+                placement = Placement(image=trial.image_digest or trial.image)
             elif trial.image is not None:  # a task suite's trial, in its environment's image
                 found = task_suites.stored(session, job.suite_sha256).task(trial.case_id)
                 agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
@@ -262,7 +263,7 @@ class Scheduler:
                     workdir=None,
                 )
                 placement = Placement(
-                    image=trial.image,
+                    image=trial.image_digest or trial.image,
                     memory_bytes=found.limits.memory_bytes,
                     cpus=found.limits.cpus,
                     workspace_bytes=found.limits.storage_bytes,

@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import case_environments, task_suites
@@ -21,6 +22,7 @@ from service.backends.docker import DockerBackend
 from service.backends.protocol import SandboxBackend
 from service.domain.agents import AgentEnvironment
 from service.domain.job_spec import JobSpec
+from service.domain.status import JobStatus
 from service.environments import (
     BuiltEnvironment,
     EnvironmentBuilder,
@@ -39,6 +41,8 @@ from service.suites import SuiteError
 log = logging.getLogger("examhall.prepare")
 
 POLL_S = 2.0
+# Faults of ours in preparing one job (the store, the engine) before it is ended with them.
+MAX_FAULTS = 3
 
 
 class EnvironmentPreparer:
@@ -55,6 +59,7 @@ class EnvironmentPreparer:
         self.on_ready = on_ready
         self.poll_s = poll_s
         self._wake = threading.Event()
+        self._faults: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -79,11 +84,27 @@ class EnvironmentPreparer:
                 for job_id in waiting:
                     if self._stop.is_set():
                         return
-                    self.prepare(job_id)
+                    self._prepare_guarded(job_id)
             except Exception:
-                log.exception("preparing jobs failed; trying again")
+                log.exception("finding jobs to prepare failed; trying again")
             self._wake.wait(self.poll_s)
             self._wake.clear()
+
+    def _prepare_guarded(self, job_id: str) -> None:
+        """One job; a fault of ours (not a failed build) is retried a few times, then ends
+        that job, so no job can stop the others from being prepared."""
+        try:
+            self.prepare(job_id)
+        except Exception as exc:
+            log.exception("preparing job %s failed", job_id)
+            self._faults[job_id] = self._faults.get(job_id, 0) + 1
+            if self._faults[job_id] >= MAX_FAULTS:
+                self._fail(job_id, f"Preparing the job failed {MAX_FAULTS} times: {exc}")
+
+    def _building(self, job_id: str) -> bool:
+        with self.sessions() as session:
+            job = session.get(Job, job_id)
+            return job is not None and job.status == JobStatus.BUILDING
 
     def prepare(self, job_id: str) -> bool:
         """Build what `job_id` needs and queue it; False when it did not start."""
@@ -92,8 +113,12 @@ class EnvironmentPreparer:
             if job is None:
                 return False
             spec = JobSpec.model_validate(job.spec)
+            if spec.credentials == "direct":
+                # Refused at submission (planner.check_credentials): a key must never reach
+                # an image a suite built, whatever wrote this row.
+                return self._fail(job_id, "Direct credentials cannot run in a built image.")
             try:
-                sources = self._sources(session, job)
+                sources = self._sources(session, job, spec)
             except (SuiteError, EnvironmentProblem) as exc:
                 return self._fail(job_id, f"Suite {job.suite_name} cannot run: {exc}")
         agents = {
@@ -104,6 +129,8 @@ class EnvironmentPreparer:
         images: dict[tuple[str, str], tuple[str, str | None]] = {}
         try:
             for case in spec.cases:
+                if not self._building(job_id):
+                    return False  # cancelled meanwhile, or planned by another plane
                 built = self._build(sources[case]) if case in sources else None
                 for variant in spec.arms:
                     if variant in agents:
@@ -137,9 +164,8 @@ class EnvironmentPreparer:
             ) from None
 
     @staticmethod
-    def _sources(session: Session, job: Job) -> dict[str, EnvironmentSource]:
+    def _sources(session: Session, job: Job, spec: JobSpec) -> dict[str, EnvironmentSource]:
         """What each case of the job that has an environment of its own is built from."""
-        spec = JobSpec.model_validate(job.spec)
         suite = session.get(Suite, job.suite_sha256)
         if suite is not None and suite.kind == HARBOR:
             tasks = task_suites.cached(suite)
@@ -151,8 +177,11 @@ class EnvironmentPreparer:
 
     def _build(self, source: EnvironmentSource) -> BuiltEnvironment:
         content_hash = self.builder.content_hash(source)
-        with self.sessions.begin() as session:
-            builds.started(session, content_hash, source.name)
+        try:
+            with self.sessions.begin() as session:
+                builds.started(session, content_hash, source.name)
+        except IntegrityError:
+            pass  # another control plane is building it too: the engine's tag decides
         lines: list[str] = []
         try:
             built = self.builder.build(source, lines.append)

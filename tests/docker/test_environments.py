@@ -223,7 +223,7 @@ def test_an_image_without_python_runs_the_worker_on_the_bundled_one(
     env = builder().build(source, progress)
     assert "The image has no python3 >= 3.11 the worker can use; bundling one." in progress
     config = docker_client.images.get(env.ref).attrs["Config"]
-    assert config["Entrypoint"] == [RUNTIME_PYTHON, "-P", "-m", "sandbox.worker"]
+    assert config["Entrypoint"] == [RUNTIME_PYTHON, "-P", "-S", "-m", "sandbox.worker"]
     output = run(docker_client, env.ref, RUNTIME_PYTHON, "-P", "-c", _RUNTIME_PROBE)
     assert output == f"{RUNTIME_PYTHON} True unset False\n"
     trial_passes(docker_client, env)
@@ -264,6 +264,7 @@ def test_a_task_user_does_not_change_who_starts_the_worker_and_the_workdir_is_se
             "is musl-based (/lib/ld-musl-x86_64.so.1",
         ),
         ("volume", f"FROM {DEBIAN}\nVOLUME /data", "declares VOLUME /data"),
+        ("onbuild", f"FROM {DEBIAN}\nONBUILD VOLUME /data", "has ONBUILD triggers (VOLUME /data"),
         ("preload", f"FROM {DEBIAN}\nENV LD_PRELOAD=/x.so", "sets LD_PRELOAD, which would reach"),
         ("no-shell", "FROM scratch\nCOPY Dockerfile /Dockerfile", "has no /bin/sh"),
     ],

@@ -26,6 +26,7 @@ CHECK = {
     "variants": {"nop": {"agent": "nop"}, "oracle": {"agent": "oracle"}},
     "baseline": "nop",
 }
+TOOL_ENV = Path(__file__).parent.parent / "suites" / "tool_env.py"
 # Three environments, each an apt install: the first build of the suite takes minutes.
 BUILD_TIMEOUT_S = 1200.0
 
@@ -198,7 +199,7 @@ def test_a_python_suite_runs_its_cases_in_the_environment_it_declares(
     start_server: Callable[..., Server],
 ) -> None:
     server = start_server()
-    source = (Path(__file__).parent.parent / "suites" / "tool_env.py").read_text()
+    source = TOOL_ENV.read_text()
     created = server.submit(
         suite={"name": "tool_env", "source": source}, model={"provider": "faux", "id": "solution"}
     )
@@ -214,7 +215,7 @@ def test_an_environment_examhall_cannot_build_is_refused_at_submission(
     start_server: Callable[..., Server],
 ) -> None:
     server = start_server()
-    source = (Path(__file__).parent.parent / "suites" / "tool_env.py").read_text()
+    source = TOOL_ENV.read_text()
     bad = source.replace('apt=["jq"]', 'pip=["requests"]')
     response = server.http.post(
         "/v1/jobs",
@@ -225,3 +226,21 @@ def test_an_environment_examhall_cannot_build_is_refused_at_submission(
     )
     assert response.status_code == 422, response.text
     assert "case jq-answer" in response.text and "pip" in response.text, response.text
+
+
+def test_direct_credentials_never_go_into_an_image_a_suite_built(
+    start_server: Callable[..., Server],
+) -> None:
+    server = start_server()
+    for body in (
+        {"suite": "harbor_demo", "credentials": "direct", "model": {"provider": "faux", "id": "x"}},
+        {
+            "suite": {"name": "tool_env", "source": TOOL_ENV.read_text()},
+            "credentials": "direct",
+            "model": {"provider": "faux", "id": "solution"},
+        },
+    ):
+        response = server.http.post("/v1/jobs", json=body)
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"][0]["loc"] == ["body", "credentials"], response.text
+    assert server.http.get("/v1/jobs").json() == []

@@ -36,7 +36,10 @@ def task_image(docker_client: docker.DockerClient, sandbox_image: str) -> Iterat
     dockerfile = (
         f"FROM {sandbox_image}\n"
         "RUN mkdir -p /tests /logs /solution /opt/examhall/seed"
-        " && echo hello > /opt/examhall/seed/data.txt && chmod -R a+rX /opt/examhall/seed\n"
+        " && echo hello > /opt/examhall/seed/data.txt && chmod -R a+rX /opt/examhall/seed"
+        # As an editable install of the task's code would: the workspace on every Python's
+        # path, where the agent can drop a sitecustomize.py.
+        " && echo /workspace > /usr/lib/python3/dist-packages/examhall-probe.pth\n"
     )
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -141,19 +144,38 @@ def test_agent_code_the_verifier_runs_can_neither_forge_nor_unscore(
         '    && echo "forged through $p"\n'
         "done\n"
         'echo \'{"type":"result"}\' 2>/dev/null > /proc/1/fd/1 && echo forged through init\n'
+        'echo "tmp: $(ls -A /tmp)"\n'
         "echo 0 > /logs/verifier/reward.txt\n"
         "EOF\n"
+        "touch /tmp/planted-by-the-agent\n"
     )
     record = run_task(backend, task_image, test="bash /workspace/check.sh\n", solve=sabotage)
     assert record.result.outcome == "failed", record.result
     log = record.artifacts["verifier.log"].decode()
     assert "CapEff:\t0000000000000000" in log, log
     assert "forged" not in log and "read /proc" not in log, log
+    assert "planted-by-the-agent" not in log, log  # /tmp is cleared before the verifier
 
     killer = "echo 'kill -9 -1; sleep 5' > check.sh\n"
     killed = run_task(backend, task_image, test="bash /workspace/check.sh\n", solve=killer)
     assert killed.result.error_kind == "no_reward", killed.result
     assert verdict("finished", killed.result.outcome, killed.result.error_kind) is False
+
+
+def test_code_the_agent_puts_on_pythons_path_does_not_run_in_the_verifiers_launcher(
+    backend: DockerBackend, task_image: str
+) -> None:
+    # The verifier's launcher is a Python started as root: with site directories read, a
+    # sitecustomize.py in the workspace (on the path through a .pth) would run there.
+    plant = (
+        "cat > sitecustomize.py <<'EOF'\n"
+        "import os\n"
+        "os.makedirs('/logs/verifier', exist_ok=True)\n"
+        "open('/logs/verifier/reward.txt', 'w').write('1')\n"
+        "EOF\n"
+    )
+    record = run_task(backend, task_image, test="exit 0\n", solve=plant)
+    assert record.result.error_kind == "no_reward", record.result
 
 
 @pytest.mark.parametrize(

@@ -234,3 +234,47 @@ def test_an_agent_environment_is_one_kind_with_the_prompt_in_its_command() -> No
     ):
         with pytest.raises(ValueError, match=r"catalogue|\{task\}|pinned"):
             AgentEnvironment.model_validate(bad)
+
+
+@pytest.mark.parametrize(
+    ("reference", "refused"),
+    [
+        ("examhall/env:0123456789ab", "another suite's environment"),
+        ("examhall/env-agent:0123456789ab", "another suite's environment"),
+        ("examhall/control-plane:latest", "another suite's environment"),
+        ("sha256:" + "a" * 64, "by its id"),
+        ("0123456789ab", "by its id"),
+        ("examhall/sandbox:latest", None),
+        ("examhall/debian-base:bookworm", None),
+        ("debian:bookworm-slim", None),
+        ("python:3.12-slim", None),
+    ],
+)
+def test_a_suite_may_not_build_on_the_boxs_own_images(reference: str, refused: str | None) -> None:
+    from service.environments.image_map import _private
+
+    problem = _private(reference)
+    assert (problem is None) if refused is None else (problem is not None and refused in problem)
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        "ADD https://example.com/tool.tar.gz /opt/",
+        "ADD --chown=1:1 http://example.com/x /x",
+        "ADD git@github.com:o/r.git /src",
+    ],
+)
+def test_add_of_a_url_or_a_repository_is_refused(add: str) -> None:
+    from service.environments.dockerfile import rewrite_images
+    from service.environments.errors import EnvironmentProblem
+
+    with pytest.raises(EnvironmentProblem, match="ADD of a URL or a git repository"):
+        rewrite_images(f"FROM debian:bookworm-slim\n{add}\n", lambda image: image)
+
+
+def test_add_of_a_context_file_is_kept() -> None:
+    from service.environments.dockerfile import rewrite_images
+
+    text = "FROM debian:bookworm-slim\nADD data.tar /srv/\n"
+    assert rewrite_images(text, lambda image: image).text == text

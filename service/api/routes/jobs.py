@@ -22,6 +22,7 @@ from service.domain.job_spec import JobRequest
 from service.domain.planner import (
     JobInputError,
     check_agents,
+    check_credentials,
     check_models,
     check_plan_size,
     check_variant_count,
@@ -85,6 +86,7 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
             design = with_environments(resolve_design(body, cases), infos, bundle.name)
         except EnvironmentProblem as exc:
             raise JobInputError(("body", "suite"), str(exc)) from None
+        check_credentials(body, design, task_suite=False)
         if design.builds and c.preparer is None:
             raise JobInputError(
                 ("body", "suite"),
@@ -131,6 +133,7 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
         raise JobInputError(("body", "suite"), str(exc)) from None
     cases = select_cases(body, list(suite.tasks), suite.name)
     design = resolve_design(body, cases)
+    check_credentials(body, design, task_suite=True)
     check_plan_size(body, design, c.settings.max_planned_trials)
     infos = [
         CaseInfo(id=task.id, scripts=["solution"] if task.has_solution else [])

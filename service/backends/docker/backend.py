@@ -88,7 +88,8 @@ class DockerSandbox:
 def remove(container: Any) -> None:
     for _ in range(3):
         try:
-            container.remove(force=True)
+            # v: an anonymous volume (none should exist) goes with its container.
+            container.remove(force=True, v=True)
             return
         except docker.errors.NotFound:
             return
