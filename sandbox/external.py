@@ -21,6 +21,35 @@ TASK = "{task}"
 OUTPUT_LIMIT = 4 * 1024 * 1024
 
 
+def run_command(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    timeout_s: float,
+    missing: str,
+    late: str,
+) -> subprocess.CompletedProcess[bytes]:
+    """An agent's command, run as the worker's user: no stdin, a session of its own, its
+    output captured. AgentFailure `missing` when it cannot start, `late` (a timeout) when
+    it runs past `timeout_s`."""
+    try:
+        return subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout_s,
+            start_new_session=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise AgentFailure("agent_error", missing) from None
+    except subprocess.TimeoutExpired:
+        raise AgentFailure("timeout", late) from None
+
+
 def run_external(
     command: Sequence[str],
     model: Model,
@@ -57,25 +86,14 @@ def run_external(
             argv = [part.replace(TASK, prompt) for part in command]
             emit(MessageEvent(role="user", content=prompt))
             emit(LifecycleEvent(step="external_agent", detail=" ".join(command)))
-            try:
-                done = subprocess.run(
-                    argv,
-                    cwd=cwd,
-                    env=agent_env,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=timeout_s,
-                    start_new_session=True,
-                    check=False,
-                )
-            except FileNotFoundError:
-                raise AgentFailure(
-                    "agent_error", f"The external agent {command[0]!r} is not installed."
-                ) from None
-            except subprocess.TimeoutExpired:
-                raise AgentFailure(
-                    "timeout", f"The external agent ran past {timeout_s:g} s."
-                ) from None
+            done = run_command(
+                argv,
+                cwd=cwd,
+                env=agent_env,
+                timeout_s=timeout_s,
+                missing=f"The external agent {command[0]!r} is not installed.",
+                late=f"The external agent ran past {timeout_s:g} s.",
+            )
             suffix = "" if len(prompts) == 1 else f".{step}"
             artifact(f"agent.stdout{suffix}", done.stdout[-OUTPUT_LIMIT:])
             artifact(f"agent.stderr{suffix}", done.stderr[-OUTPUT_LIMIT:])

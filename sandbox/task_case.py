@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import base64
 import shlex
-import subprocess
 from collections.abc import Callable
 
 from sandbox.agent import AgentFailure
+from sandbox.external import run_command
 from sandbox.faux import bash, text
 from sandbox.protocol import Event, LifecycleEvent, TaskSpec
 from sandbox.suite import AgentRun, Case, Judge
@@ -63,21 +63,14 @@ def run_builtin(
     if agent != "oracle":
         raise AgentFailure("agent_error", f"Unknown built-in agent {agent!r}.")
     emit(LifecycleEvent(step="builtin_agent", detail=f"oracle: bash {SOLVE_SCRIPT}"))
-    try:
-        done = subprocess.run(
-            ["bash", SOLVE_SCRIPT],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout_s,
-            start_new_session=True,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise AgentFailure("agent_error", "The oracle needs bash, which the image lacks.") from None
-    except subprocess.TimeoutExpired:
-        raise AgentFailure("timeout", f"The reference solution ran past {timeout_s:g} s.") from None
+    done = run_command(
+        ["bash", SOLVE_SCRIPT],
+        cwd=cwd,
+        env=env,
+        timeout_s=timeout_s,
+        missing="The oracle needs bash, which the image lacks.",
+        late=f"The reference solution ran past {timeout_s:g} s.",
+    )
     artifact("agent.stdout", done.stdout[-OUTPUT_LIMIT:])
     artifact("agent.stderr", done.stderr[-OUTPUT_LIMIT:])
     emit(LifecycleEvent(step="builtin_agent", detail=f"solve.sh exited {done.returncode}"))

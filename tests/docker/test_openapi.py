@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from service.archives import pack_directory
+from service.suites import shipped_dir
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker
@@ -24,13 +25,10 @@ def test_the_api_keeps_to_its_schema_under_generated_requests(
     )
     server.wait(job["id"])
     trial = server.http.get(f"/v1/jobs/{job['id']}/trials").json()[0]["id"]
-    tree = tmp_path / "suite" / "hello"
-    tree.mkdir(parents=True)
-    (tree / "task.toml").write_text('version = "1.0"\n')
     uploaded = server.http.post(
         "/v1/suites",
         params={"name": "fuzz"},
-        content=pack_directory(tree.parent),
+        content=pack_directory(shipped_dir() / "harbor_demo"),
         headers={"content-type": "application/gzip"},
     )
     assert uploaded.status_code == 201, uploaded.text
