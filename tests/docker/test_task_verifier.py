@@ -47,7 +47,9 @@ def task_image(docker_client: docker.DockerClient, sandbox_image: str) -> Iterat
         info.size = len(dockerfile)
         tar.addfile(info, io.BytesIO(dockerfile.encode()))
     tag = f"examhall-test/task-verifier:{uuid.uuid4().hex[:12]}"
-    docker_client.images.build(fileobj=io.BytesIO(buffer.getvalue()), custom_context=True, tag=tag)
+    docker_client.images.build(
+        fileobj=io.BytesIO(buffer.getvalue()), custom_context=True, tag=tag, rm=True, forcerm=True
+    )
     yield tag
     docker_client.images.remove(tag, force=True)
 
