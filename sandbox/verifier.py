@@ -110,7 +110,7 @@ def _live_others() -> list[int]:
     return live
 
 
-def write_tree(root: Path, files: dict[str, str], mode: int = 0o755) -> None:
+def replace_tree(root: Path, files: dict[str, str], mode: int = 0o755) -> None:
     """Replace what `root` holds with the base64-encoded `files`, root-owned."""
     for entry in root.iterdir():
         if entry.is_dir() and not entry.is_symlink():
@@ -129,7 +129,7 @@ def write_tree(root: Path, files: dict[str, str], mode: int = 0o755) -> None:
 def place_solution(files: dict[str, str]) -> None:
     """The reference solution in /solution, readable by the (oracle) agent."""
     os.chmod(SOLUTION_DIR, 0o755)
-    write_tree(SOLUTION_DIR, files, 0o755)
+    replace_tree(SOLUTION_DIR, files, 0o755)
 
 
 def hand_to_root(workspace: Path) -> None:
@@ -153,14 +153,14 @@ def run(
     end_other_processes()
     for directory in (LOGS_DIR, TESTS_DIR):
         os.chmod(directory, 0o755)
-    write_tree(LOGS_DIR, {})
+    replace_tree(LOGS_DIR, {})
     # What the agent left in /tmp (configs, caches at predictable paths) would be read by
     # root's tests: only the workspace is the agent's to leave behind.
-    write_tree(Path("/tmp"), {})
+    replace_tree(Path("/tmp"), {})
     VERIFIER_HOME.mkdir(mode=0o700)
     VERIFIER_LOGS.mkdir(mode=0o755)
     try:
-        write_tree(TESTS_DIR, tests)
+        replace_tree(TESTS_DIR, tests)
     except FixtureError as exc:
         raise NoReward(f"The task's tests could not be placed: {exc}") from None
     if not TEST_SCRIPT.is_file():

@@ -16,7 +16,6 @@ from service.harbor.tasks import HarborTaskError, load_tasks
 
 # The only kind of uploaded tree so far: a directory of Harbor tasks.
 HARBOR = "harbor"
-TASK_FILE = "task.toml"
 
 
 class SuiteTreeError(ValueError):
