@@ -56,6 +56,10 @@ _BLANK_IS_UNSET = frozenset(
         "debian_suite",
         "debian_mirror",
         "image_map",
+        "swarm_manager",
+        "swarm_registry",
+        "swarm_registry_pull",
+        "swarm_egress_network",
         "build_concurrency",
         "build_memory",
         "build_network",
@@ -172,6 +176,27 @@ class Settings(BaseSettings):
     debian_mirror: Stripped | None = Field(
         default=None,
         description="the bootstrapped base's Debian mirror (default: the host's apt sources)",
+    )
+    # The Swarm backend (service/backends/swarm/): where its manager and registry are.
+    swarm_manager: Stripped | None = Field(
+        default=None,
+        description="the Docker engine URL of a swarm manager (default: the local engine, "
+        "as DOCKER_HOST names it)",
+    )
+    swarm_registry: Stripped | None = Field(
+        default=None,
+        description="the box's image registry as this control plane pushes to it, "
+        "host:port (needed by the swarm backend)",
+    )
+    swarm_registry_pull: Stripped | None = Field(
+        default=None,
+        description="the same registry as the swarm's nodes pull from it, host:port "
+        "(default: EXAMHALL_SWARM_REGISTRY)",
+    )
+    swarm_egress_network: Stripped | None = Field(
+        default=None,
+        description="the swarm network of direct-credentials trials (default: none, so "
+        "direct trials are refused on the swarm backend)",
     )
     # Task environments (service/environments/): how they are built.
     image_map: str | None = Field(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from service.backends.protocol import NodeStatus
 from service.domain.status import JobStatus, Outcome, TrialStatus
 from service.store import metrics as stored
 
@@ -16,16 +17,24 @@ from service.store import metrics as stored
 DURATION_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
+def _escaped(value: str) -> str:
+    # The exposition format's escapes in label values (a node's name is the operator's).
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def _line(name: str, value: float, **labels: str) -> str:
     # repr keeps every digit of a float; Prometheus parses it as Go's ParseFloat does.
     number = repr(float(value)) if isinstance(value, float) else str(int(value))
     if labels:
-        inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        inner = ",".join(f'{k}="{_escaped(v)}"' for k, v in labels.items())
         return f"{name}{{{inner}}} {number}"
     return f"{name} {number}"
 
 
-def render(session: Session, containers_running: int) -> str:
+NODE_STATES = ("ready", "drained", "down")
+
+
+def render(session: Session, containers_running: int, nodes: list[NodeStatus]) -> str:
     lines: list[str] = []
 
     def family(name: str, kind: str, help_text: str) -> None:
@@ -45,6 +54,14 @@ def render(session: Session, containers_running: int) -> str:
     lines.append(_line("examhall_trials_running", by_status.get(TrialStatus.RUNNING, 0)))
     family("examhall_containers_running", "gauge", "Sandbox containers this control plane runs.")
     lines.append(_line("examhall_containers_running", containers_running))
+
+    # The backend's machines, as it sees them now (not the store's: a node is not a row).
+    family("examhall_nodes", "gauge", "Machines trials run on, by state.")
+    for state in NODE_STATES:
+        lines.append(_line("examhall_nodes", sum(n.state == state for n in nodes), state=state))
+    family("examhall_node_trials", "gauge", "examhall's sandboxes running on each machine.")
+    for node in nodes:
+        lines.append(_line("examhall_node_trials", node.trials, node=node.name))
 
     jobs = stored.jobs_by_status(session)
     family("examhall_jobs", "gauge", "Jobs, by status.")

@@ -79,6 +79,8 @@ class TrialView(BaseModel):
     judges: list[Any] | None
     timings: dict[str, Any] | None
     container_id: str | None
+    # The machine it ran on: a swarm node, or the Docker engine's name.
+    node: str | None = None
     started_at: Timestamp | None
     finished_at: Timestamp | None
     wall_s: float | None

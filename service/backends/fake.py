@@ -20,6 +20,7 @@ from sandbox.relay import ModelCallMessage, ModelReplyMessage, decode_reply
 from service.backends.protocol import (
     FoundSandbox,
     LaunchSpec,
+    NodeStatus,
     ReapPolicy,
     SandboxError,
     SandboxExit,
@@ -87,6 +88,7 @@ class FakeSandbox:
         self.backend = backend
         self.launch = launch
         self.id = f"fake-{launch.trial_id}"
+        self.node: str | None = "fake"
         self.channel = FakeChannel(self)
         self.timings: dict[str, float] = {}
         self.stdout: queue.Queue[bytes] = queue.Queue()
@@ -187,3 +189,7 @@ class FakeBackend:
             if found in self.leftovers:
                 self.leftovers.remove(found)
         return [found.trial_id for found in chosen]
+
+    def nodes(self) -> list[NodeStatus]:
+        running = sum(1 for s in self.started if not s.removed)
+        return [NodeStatus(name="fake", state="ready", trials=running)]

@@ -49,6 +49,21 @@ class LaunchSpec:
 class SandboxExit:
     exit_code: int
     oom_killed: bool = False
+    # Set when the sandbox was lost to the infrastructure (its node died or was drained):
+    # whatever the worker said, the attempt is an `infra_error` and is run again. Only the
+    # backend, from outside the sandbox, can say so.
+    lost: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One machine a backend runs sandboxes on, for /healthz and /metrics."""
+
+    name: str
+    # ready (takes trials), drained (an operator took it out), or down.
+    state: str
+    # examhall's sandboxes running there now, whichever control plane started them.
+    trials: int
 
 
 @dataclass(frozen=True)
@@ -82,6 +97,8 @@ class Channel(Protocol):
 
 class Sandbox(Protocol):
     id: str
+    # The machine it runs on, by name (a swarm node; the engine on one box), when known.
+    node: str | None
     channel: Channel
     # How long the backend's own steps of the start took (e.g. create, start), in seconds.
     timings: dict[str, float]
@@ -113,3 +130,7 @@ class SandboxBackend(Protocol):
 
     def reap(self, policy: ReapPolicy) -> list[str]:
         """Remove this backend's sandboxes that `policy` picks; returns their trial ids."""
+
+    def nodes(self) -> list[NodeStatus]:
+        """The machines sandboxes run on and how many run on each; raises SandboxError
+        when the engine cannot be asked."""

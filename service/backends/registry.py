@@ -17,6 +17,7 @@ Progress = Callable[[str], None]
 
 BACKENDS: dict[str, str] = {
     "docker": "service.backends.docker",
+    "swarm": "service.backends.swarm",
 }
 
 

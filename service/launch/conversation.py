@@ -32,6 +32,7 @@ class SandboxRun:
     """What happened to one sandbox, as seen from outside it."""
 
     sandbox_id: str | None = None
+    node: str | None = None
     exit_code: int | None = None
     timed_out: bool = False
     oom_killed: bool = False
@@ -122,6 +123,9 @@ def converse(
     try:
         ended = sandbox.wait(WAIT_S)
         run.exit_code, run.oom_killed = ended.exit_code, ended.oom_killed
+        if ended.lost is not None:
+            # The backend saw the sandbox's machine go from outside: not the trial's doing.
+            run.infra_error = ended.lost
     except SandboxError as exc:
         errors.append(str(exc))
     run.stderr_tail = channel.stderr_tail()

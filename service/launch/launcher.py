@@ -51,6 +51,7 @@ class Launcher:
                 run.infra_error = str(exc)
                 return run
             run.sandbox_id = sandbox.id
+            run.node = sandbox.node
             run.timings.update(sandbox.timings)
             with self._lock:
                 self._running[launch.trial_id] = sandbox

@@ -315,6 +315,7 @@ class Scheduler:
             record.result,
             artifacts=record.artifacts,
             sandbox_id=record.sandbox.sandbox_id if record.sandbox else None,
+            node=record.sandbox.node if record.sandbox else None,
             wall_s=record.wall_s,
             cost_usd=record.cost_usd,
         )

@@ -148,6 +148,8 @@ class Trial(Base):
     system_prompt_sha256: Mapped[str | None] = mapped_column(String(64))
     limits_hit: Mapped[list[Any] | None] = mapped_column(JSON)
     container_id: Mapped[str | None] = mapped_column(String(80))
+    # The machine the sandbox ran on: a swarm node's name, or the engine's on one box.
+    node: Mapped[str | None] = mapped_column(String(200))
     owner: Mapped[str | None] = mapped_column(String(200))
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)

@@ -27,6 +27,7 @@ def record_result(
     *,
     artifacts: dict[str, bytes],
     sandbox_id: str | None,
+    node: str | None = None,
     wall_s: float,
     cost_usd: float | None,
 ) -> str | None:
@@ -53,6 +54,7 @@ def record_result(
         trial.system_prompt_sha256 = result.system_prompt_sha256
         trial.limits_hit = result.limits_hit
         trial.container_id = sandbox_id
+        trial.node = node
         trial.finished_at = now()
         trial.wall_s = wall_s
         for name, content in artifacts.items():

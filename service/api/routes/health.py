@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from fastapi import APIRouter
@@ -12,15 +13,25 @@ from service.api import metrics
 from service.api.access import NOT_FOUND
 from service.api.auth import UNAUTHORIZED, Admin
 from service.api.context import Context, Ctx
+from service.backends.protocol import NodeStatus, SandboxError
 from service.store.queries import ping
 
 router = APIRouter()
+
+
+class NodeHealth(BaseModel):
+    name: str
+    state: Literal["ready", "drained", "down"]
+    trials: int
 
 
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     database: str
     docker: str
+    # The machines trials run on (one for the Docker backend, each swarm node for Swarm's);
+    # empty when the backend cannot be asked, which `docker` then says.
+    nodes: list[NodeHealth] = []
 
 
 @router.get(
@@ -31,7 +42,7 @@ class Health(BaseModel):
 )
 def prometheus(c: Ctx, _admin: Admin) -> PlainTextResponse:
     with c.sessions() as session:
-        body = metrics.render(session, c.scheduler.running_count())
+        body = metrics.render(session, c.scheduler.running_count(), _nodes(c))
     return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
 
 
@@ -44,10 +55,18 @@ def prometheus(c: Ctx, _admin: Admin) -> PlainTextResponse:
 def healthz(c: Ctx) -> JSONResponse:
     checks = {"database": _check_database(c), "docker": _check_docker(c)}
     healthy = all(v == "ok" for v in checks.values())
+    nodes = [NodeHealth.model_validate(dataclasses.asdict(n)) for n in _nodes(c)]
     return JSONResponse(
-        Health(status="ok" if healthy else "unavailable", **checks).model_dump(),
+        Health(status="ok" if healthy else "unavailable", nodes=nodes, **checks).model_dump(),
         status_code=200 if healthy else 503,
     )
+
+
+def _nodes(c: Context) -> list[NodeStatus]:
+    try:
+        return c.backend.nodes()
+    except SandboxError:
+        return []  # the backend's health check says what is wrong
 
 
 def _check_database(c: Context) -> str:

@@ -58,6 +58,11 @@ class AttachChannel:
     def stderr_tail(self) -> str:
         return self._stderr.decode(errors="replace")
 
+    def shutdown(self) -> None:
+        """End the stream now, from any thread: a read blocked on it returns b""."""
+        with contextlib.suppress(OSError):
+            self._raw.shutdown(socket.SHUT_RDWR)
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._raw.close()

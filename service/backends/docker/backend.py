@@ -33,6 +33,7 @@ from service.backends.protocol import (
     Channel,
     FoundSandbox,
     LaunchSpec,
+    NodeStatus,
     ReapPolicy,
     Resources,
     SandboxError,
@@ -59,9 +60,16 @@ class DockerSettings:
 
 
 class DockerSandbox:
-    def __init__(self, container: Any, channel: AttachChannel, timings: dict[str, float]) -> None:
+    def __init__(
+        self,
+        container: Any,
+        channel: AttachChannel,
+        timings: dict[str, float],
+        node: str | None = None,
+    ) -> None:
         self.container = container
         self.id = str(container.id)
+        self.node = node
         self.channel: Channel = channel
         self.timings = timings
 
@@ -113,6 +121,7 @@ class DockerBackend:
         self.owner = settings.owner
         self._lock = threading.Lock()
         self._caps: list[str] | None = None
+        self._engine_name: str | None = None
 
     def start(self, launch: LaunchSpec) -> DockerSandbox:
         container = channel = None
@@ -126,7 +135,7 @@ class DockerBackend:
             t1 = time.monotonic()
             container.start()
             timings = {"create": t1 - t0, "start": time.monotonic() - t1}
-            return DockerSandbox(container, channel, timings)
+            return DockerSandbox(container, channel, timings, self.engine_name())
         except Exception as exc:
             # Whatever failed (the engine's refusal, or its client timing out on a busy
             # engine, which docker-py does not wrap), nothing of the launch may stay behind.
@@ -156,6 +165,13 @@ class DockerBackend:
             runtime=s.runtime,
             task_dirs=launch.image is not None,
         )
+
+    def engine_name(self) -> str | None:
+        """The engine's host name, asked once: the one node this backend has."""
+        if self._engine_name is None:
+            with contextlib.suppress(Exception):  # a name is a nicety, not a reason to fail
+                self._engine_name = str(self.client.info().get("Name") or "") or None
+        return self._engine_name
 
     def worker_caps(self) -> list[str]:
         """WORKER_CAPS, with OOM_CAP when this engine can grant it: an engine that runs in a
@@ -193,6 +209,15 @@ class DockerBackend:
         except Exception as exc:  # any failure is the answer, not a crash of the probe
             return f"unreachable: {type(exc).__name__}"
         return "ok"
+
+    def nodes(self) -> list[NodeStatus]:
+        """One node: this engine, with the trials running on it (any control plane's)."""
+        try:
+            name = self.engine_name() or "docker"
+            running = self.client.api.containers(filters={"label": LABEL_TRIAL}, quiet=True)
+        except Exception as exc:  # the engine's own failure is the answer
+            raise SandboxError(f"The Docker engine could not be asked: {exc}") from exc
+        return [NodeStatus(name=name, state="ready", trials=len(running))]
 
     def reap(self, policy: ReapPolicy) -> list[str]:
         labels = [LABEL_TRIAL]

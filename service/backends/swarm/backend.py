@@ -1,0 +1,490 @@
+"""The Swarm backend: each trial is a one-replica service that Swarm places on a node with room.
+
+The control plane talks to a manager to create, watch and remove services, and to the
+engine of the node Swarm chose to attach to the trial's container: the channel is that
+container's stdin and stdout, as on the Docker backend. The worker's JSON lines are framed
+messages already, and it never waits for the end of its stdin (a service's stdin would never
+end: a client's half-close is not passed on). The sandbox reaches no network, so nothing in
+it can reach the control plane or anything else: the control plane comes to it.
+
+A sandbox whose node goes down or is drained while it runs is lost: `wait` says so, and the
+trial's attempt is an `infra_error`, run again on a node that is up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+import docker.errors
+
+from service.backends.docker.attach import AttachChannel
+from service.backends.docker.hardening import (
+    LABEL_JOB,
+    LABEL_OWNER,
+    LABEL_SCOPE,
+    LABEL_TRIAL,
+    WORKER_CAPS,
+)
+from service.backends.protocol import (
+    Channel,
+    FoundSandbox,
+    LaunchSpec,
+    NodeStatus,
+    ReapPolicy,
+    Resources,
+    SandboxError,
+    SandboxExit,
+)
+from service.backends.swarm.images import ImagePublisher
+from service.backends.swarm.nodes import (
+    Node,
+    NodeEngines,
+    node_state,
+    node_statuses,
+    read_nodes,
+)
+from service.backends.swarm.spec import task_template, volume_names
+from service.owners import instance_id
+
+# Swarm's own labels on a task's container.
+TASK_LABEL = "com.docker.swarm.task.id"
+# Task states after which the task will never run.
+_ENDED = frozenset({"complete", "failed", "shutdown", "rejected", "orphaned", "remove"})
+_POLL_S = 0.02
+# How often running sandboxes' nodes are checked.
+WATCH_S = 1.0
+# Tries to place one trial when the node Swarm chose cannot be reached, and how long such a
+# node is kept out of placements (the manager marks a lost node down within seconds).
+PLACEMENTS = 3
+AVOID_S = 120.0
+
+
+class _Unreachable(Exception):
+    def __init__(self, node_id: str, message: str) -> None:
+        super().__init__(message)
+        self.node_id = node_id
+
+
+@dataclass(frozen=True)
+class SwarmSettings:
+    # The sandbox image as the nodes pull it (from the box's registry, by digest).
+    image: str
+    resources: Resources = field(default_factory=Resources)
+    # The swarm network of direct-credentials trials; None refuses them.
+    egress_network: str | None = None
+    owner: str = field(default_factory=instance_id)
+    # As DockerSettings.scope: a test run reaps only what it started.
+    scope: str | None = None
+    # From create to a running container: a node new to an image pulls it first.
+    place_timeout_s: float = 120.0
+
+
+class SwarmSandbox:
+    def __init__(
+        self,
+        backend: SwarmBackend,
+        name: str,
+        node: str,
+        engine: docker.DockerClient,
+        container_id: str,
+        channel: AttachChannel,
+        timings: dict[str, float],
+    ) -> None:
+        self.backend = backend
+        self.id = name
+        self.node_id = node
+        self.node: str | None = backend.node_name(node)
+        self.engine = engine
+        self.container_id = container_id
+        self._attach = channel
+        self.channel: Channel = channel
+        self.timings = timings
+        self.lost: str | None = None
+        self.engine_gone = False
+
+    def mark_lost(self, why: str) -> None:
+        """The node went; end the channel at once (a dead host's socket could hang)."""
+        if self.lost is None:
+            self.lost = why
+            self._attach.shutdown()
+
+    def kill(self) -> None:
+        with contextlib.suppress(Exception):  # gone already, or its node is: removal follows
+            self.engine.api.kill(self.container_id)
+
+    def wait(self, timeout_s: float) -> SandboxExit:
+        if self.lost is None:
+            try:
+                state = self.engine.api.wait(self.container_id, timeout=max(1, round(timeout_s)))
+                oom = self.engine.api.inspect_container(self.container_id)["State"]["OOMKilled"]
+            except Exception as exc:  # the node's engine is gone, or never answered in time
+                self.backend.engines.forget(self.node_id)
+                self.backend._avoid(self.node_id)
+                self.engine_gone = True
+                self.lost = self.backend.node_trouble(self.node_id) or (
+                    f"The engine of node {self.backend.node_name(self.node_id)} stopped "
+                    f"answering during the trial: {exc}"
+                )
+            else:
+                # Drained or lost just as it ended: its last words may be the shutdown's.
+                self.lost = self.backend.node_trouble(self.node_id)
+                if self.lost is None:
+                    return SandboxExit(exit_code=int(state.get("StatusCode", -1)), oom_killed=oom)
+        return SandboxExit(exit_code=-1, lost=self.lost)
+
+    def remove(self) -> None:
+        self.backend.forget(self)
+        self._attach.close()
+        # A node that is down takes its container with it, and Swarm removes what is left
+        # when it is back; calls to its engine would only wait out their timeout.
+        down = self.engine_gone or self.backend.is_down(self.node_id)
+        self.backend.remove_sandbox(self.id, {} if down else {self.node_id: self.engine})
+
+
+class SwarmBackend:
+    name = "swarm"
+
+    def __init__(
+        self,
+        settings: SwarmSettings,
+        manager: docker.DockerClient,
+        publisher: ImagePublisher,
+        image_digest: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.manager = manager
+        # The services API, which the docker stubs leave untyped.
+        self.swarm: Any = manager.api
+        self.publisher = publisher
+        self.engines = NodeEngines(manager)
+        self.image = settings.image
+        self.image_digest = image_digest
+        self.owner = settings.owner
+        self._watched: dict[str, SwarmSandbox] = {}
+        self._nodes: dict[str, Node] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        # Nodes whose engine did not answer, kept out of placements for a while.
+        self._avoiding: dict[str, float] = {}
+        threading.Thread(target=self._watch, name="examhall-swarm-watch", daemon=True).start()
+
+    # --- starting -------------------------------------------------------------------------
+
+    def start(self, launch: LaunchSpec) -> SwarmSandbox:
+        unreachable: list[str] = []
+        for _ in range(PLACEMENTS):
+            try:
+                return self._start(launch)
+            except _Unreachable as exc:
+                # The manager has not noticed yet that the node is gone (it takes a few
+                # heartbeats): keep trials off it meanwhile, and place this one again.
+                self._avoid(exc.node_id)
+                unreachable.append(str(exc))
+        raise SandboxError(f"No swarm node Swarm chose could be reached: {'; '.join(unreachable)}")
+
+    def _start(self, launch: LaunchSpec) -> SwarmSandbox:
+        name = f"exh-{uuid.uuid4().hex[:20]}"
+        labels = self._labels(launch)
+        touched: dict[str, docker.DockerClient] = {}
+        t0 = time.monotonic()
+        try:
+            network = self._network(name, labels, launch.egress)
+            image = self.publisher.publish(launch.image) if launch.image else self.image
+            template = task_template(
+                sandbox=name,
+                image=image,
+                resources=self._resources(launch),
+                network=network,
+                caps=list(WORKER_CAPS),
+                labels=labels,
+                task_dirs=launch.image is not None,
+                avoid=self._avoided(),
+            )
+            self.swarm.create_service(
+                template, name=name, labels=labels, mode={"Replicated": {"Replicas": 1}}
+            )
+            t1 = time.monotonic()
+            task_id, node = self._placed(name, t0)
+            try:
+                engine = self.engines.client(node)
+                container_id, channel = self._attached(engine, task_id, t0)
+            except (docker.errors.APIError, SandboxError):
+                touched[node] = engine
+                raise
+            except Exception as exc:  # no answer from the node's engine at all
+                self.engines.forget(node)
+                raise _Unreachable(node, f"{self.node_name(node)}: {exc}") from exc
+            touched[node] = engine
+            t2 = time.monotonic()
+        except Exception as exc:
+            self.remove_sandbox(name, touched)
+            if isinstance(exc, (SandboxError, _Unreachable)):
+                raise
+            raise SandboxError(f"The trial's swarm service could not start: {exc}") from exc
+        timings = {"create": t1 - t0, "place": t2 - t1}
+        sandbox = SwarmSandbox(self, name, node, engine, container_id, channel, timings)
+        with self._lock:
+            self._watched[name] = sandbox
+        self._wake.set()
+        return sandbox
+
+    def _avoid(self, node_id: str) -> None:
+        with self._lock:
+            self._avoiding[node_id] = time.monotonic() + AVOID_S
+
+    def _avoided(self) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            self._avoiding = {n: until for n, until in self._avoiding.items() if until > now}
+            return sorted(self._avoiding)
+
+    def _labels(self, launch: LaunchSpec) -> dict[str, str]:
+        labels = {LABEL_TRIAL: launch.trial_id, LABEL_JOB: launch.job_id, LABEL_OWNER: self.owner}
+        if self.settings.scope is not None:
+            labels[LABEL_SCOPE] = self.settings.scope
+        return labels
+
+    def _resources(self, launch: LaunchSpec) -> Resources:
+        r = self.settings.resources
+        return dataclasses.replace(
+            r,
+            memory_bytes=launch.memory_bytes or r.memory_bytes,
+            cpus=launch.cpus or r.cpus,
+            workspace_bytes=launch.workspace_bytes or r.workspace_bytes,
+        )
+
+    def _network(self, name: str, labels: dict[str, str], egress: bool) -> str:
+        """A network of the trial's own that reaches nothing (`--network none` is refused for
+        services: an internal network with no other member is its equal), or for
+        direct-credentials trials the configured egress network."""
+        if egress:
+            if self.settings.egress_network is None:
+                raise SandboxError(
+                    "Direct-credentials trials need a network out; this swarm has none: set "
+                    "EXAMHALL_SWARM_EGRESS_NETWORK, or run the job with credentials: relay."
+                )
+            return self.settings.egress_network
+        # A bridge of the trial's own on its node, not an overlay: nothing else is on it and
+        # it crosses no host, and a container joins it in a third of an overlay's time.
+        self.swarm.create_network(
+            name, driver="bridge", scope="swarm", internal=True, labels=labels
+        )
+        return name
+
+    def _placed(self, name: str, t0: float) -> tuple[str, str]:
+        """The service's task and its node, once Swarm has placed it."""
+        while True:
+            tasks = self.swarm.tasks(filters={"service": name})
+            for task in tasks:
+                status = task.get("Status", {})
+                if status.get("State") in _ENDED:
+                    raise SandboxError(
+                        f"Swarm could not run the trial's task: {status.get('Err') or status}"
+                    )
+                if task.get("NodeID"):
+                    return str(task["ID"]), str(task["NodeID"])
+            if time.monotonic() - t0 > self.settings.place_timeout_s:
+                why = next((t["Status"].get("Err") for t in tasks if t["Status"].get("Err")), "")
+                raise SandboxError(
+                    f"Swarm placed the trial on no node in {self.settings.place_timeout_s:g} s"
+                    f"{': ' + why if why else ''}; add nodes or lower EXAMHALL_MAX_CONTAINERS."
+                )
+            time.sleep(_POLL_S)
+
+    def _attached(
+        self, engine: docker.DockerClient, task_id: str, t0: float
+    ) -> tuple[str, AttachChannel]:
+        """The task's container on its node, attached as soon as the node has made it. The
+        worker writes nothing before its request arrives, so attaching once it runs loses
+        nothing."""
+        while True:
+            for found in engine.api.containers(
+                all=True, filters={"label": f"{TASK_LABEL}={task_id}"}, quiet=True
+            ):
+                try:
+                    sock = engine.api.attach_socket(
+                        found["Id"], params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+                    )
+                except docker.errors.NotFound:
+                    continue  # the node replaced it (a failed first try): look again
+                return str(found["Id"]), AttachChannel(sock)
+            for task in self.swarm.tasks(filters={"id": task_id}):
+                status = task.get("Status", {})
+                if status.get("State") in _ENDED:
+                    raise SandboxError(
+                        f"The trial's task ended before it ran: {status.get('Err') or status}"
+                    )
+            if time.monotonic() - t0 > self.settings.place_timeout_s:
+                raise SandboxError(
+                    f"The trial's node made no container in {self.settings.place_timeout_s:g} s "
+                    "(is the image's pull stuck? see `docker service ps`)."
+                )
+            time.sleep(_POLL_S)
+
+    # --- the end --------------------------------------------------------------------------
+
+    def remove_sandbox(self, name: str, engines: dict[str, docker.DockerClient]) -> None:
+        """Remove a sandbox's service, container, volumes and network; never raises.
+        `engines` are the node engines known to hold its container."""
+        with contextlib.suppress(Exception):
+            for task in self.swarm.tasks(filters={"service": name}):
+                node = task.get("NodeID")
+                if node and node not in engines and not self.is_down(node):
+                    with contextlib.suppress(Exception):
+                        engines[node] = self.engines.client(node)
+        for engine in engines.values():
+            with contextlib.suppress(Exception):
+                for c in engine.api.containers(
+                    all=True, filters={"label": f"com.docker.swarm.service.name={name}"}
+                ):
+                    engine.api.remove_container(c["Id"], force=True, v=True)
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            self.swarm.remove_service(name)
+        for engine in engines.values():
+            for volume in volume_names(name, task_dirs=True).values():
+                with contextlib.suppress(Exception):
+                    engine.api.remove_volume(volume, force=True)
+        self._remove_network(name)
+
+    def _remove_network(self, name: str) -> None:
+        # By id: a swarm-scoped bridge also has a copy on each node it was used on, and a
+        # removal by name takes that copy and leaves the swarm's network. The manager frees
+        # it once the task's endpoint is gone, a moment after the container: a network
+        # still in use after that is left to the reaper.
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                for network in self.swarm.networks(filters={"name": name}):
+                    if network["Name"] == name and network.get("Scope") == "swarm":
+                        self.swarm.remove_network(network["Id"])
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.DockerException:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.1)
+
+    def forget(self, sandbox: SwarmSandbox) -> None:
+        with self._lock:
+            self._watched.pop(sandbox.id, None)
+
+    # --- nodes ----------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """While sandboxes run, check their nodes every WATCH_S; a sandbox whose node is no
+        longer ready is lost."""
+        while True:
+            self._wake.wait()
+            with self._lock:
+                watched = list(self._watched.values())
+            if not watched:
+                self._wake.clear()
+                continue
+            with contextlib.suppress(Exception):  # a manager hiccup: try again next time
+                self._refresh_nodes()
+                for sandbox in watched:
+                    trouble = self.node_trouble(sandbox.node_id)
+                    if trouble is not None:
+                        sandbox.mark_lost(trouble)
+            time.sleep(WATCH_S)
+
+    def _refresh_nodes(self) -> list[Node]:
+        nodes = read_nodes(self.manager)
+        with self._lock:
+            self._nodes = {n.id: n for n in nodes}
+        return nodes
+
+    def node_trouble(self, node_id: str) -> str | None:
+        """Why a node can no longer hold a trial (drained, down, gone), or None; asked fresh."""
+        try:
+            node = self.swarm.inspect_node(node_id)
+        except docker.errors.NotFound:
+            return f"Swarm node {node_id} left the swarm during the trial."
+        except docker.errors.DockerException:
+            return None  # the manager is what we cannot reach; the node may be fine
+        state = node_state(node)
+        if state == "ready":
+            return None
+        return f"Swarm node {self.node_name(node_id)} was {state} during the trial."
+
+    def is_down(self, node_id: str) -> bool:
+        with self._lock:
+            node = self._nodes.get(node_id)
+        return node is not None and node.state == "down"
+
+    def node_name(self, node_id: str) -> str:
+        with self._lock:
+            node = self._nodes.get(node_id)
+        if node is None:
+            with contextlib.suppress(docker.errors.DockerException):
+                node = next((n for n in self._refresh_nodes() if n.id == node_id), None)
+        return node.name if node else node_id
+
+    def nodes(self) -> list[NodeStatus]:
+        try:
+            nodes = self._refresh_nodes()
+            ours = {s["ID"] for s in self.swarm.services(filters={"label": LABEL_TRIAL})}
+            tasks = self.swarm.tasks(filters={"desired-state": "running"}) if ours else []
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"The swarm manager could not be asked: {exc}") from exc
+        per_node: Counter[str] = Counter(
+            t["NodeID"]
+            for t in tasks
+            if t.get("ServiceID") in ours
+            and t.get("NodeID")
+            and t.get("Status", {}).get("State") not in _ENDED
+        )
+        return node_statuses(nodes, per_node)
+
+    def health(self) -> str:
+        try:
+            nodes = self._refresh_nodes()
+        except Exception as exc:  # any failure is the answer, not a crash of the probe
+            return f"unreachable: {type(exc).__name__}"
+        if not any(n.state == "ready" for n in nodes):
+            return "no swarm node is ready"
+        return "ok"
+
+    # --- reaping --------------------------------------------------------------------------
+
+    def reap(self, policy: ReapPolicy) -> list[str]:
+        labels = [LABEL_TRIAL]
+        if self.settings.scope is not None:
+            labels.append(f"{LABEL_SCOPE}={self.settings.scope}")
+        services = self.swarm.services(filters={"label": labels})
+        found = [
+            _Found(*_trial_and_owner(s["Spec"].get("Labels")), s["Spec"]["Name"]) for s in services
+        ]
+        networks = self.swarm.networks(filters={"label": labels})
+        named = {f.name for f in found}
+        # A network whose service is gone (its removal was cut short): an orphan to offer too.
+        found += [
+            _Found(*_trial_and_owner(n.get("Labels")), n["Name"])
+            for n in networks
+            if n["Name"] not in named
+        ]
+        chosen: Sequence[FoundSandbox] = policy(found)
+        for sandbox in chosen:
+            assert isinstance(sandbox, _Found)
+            self.remove_sandbox(sandbox.name, {})
+        return [s.trial_id for s in chosen]
+
+
+def _trial_and_owner(labels: dict[str, str] | None) -> tuple[str, str]:
+    labels = labels or {}
+    return labels.get(LABEL_TRIAL, ""), labels.get(LABEL_OWNER, "")
+
+
+@dataclass(frozen=True)
+class _Found(FoundSandbox):
+    name: str = ""

@@ -1,0 +1,146 @@
+"""Jobs through a real control plane on a three-node swarm: trials spread over the nodes, a
+drained node gets none, a fresh node pulls the image through the box's registry, and a node
+killed mid-job loses nothing and counts nothing twice. The node-changing tests run last
+and leave the swarm as they found it, but for the node they add and kill."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.swarm.cluster import Cluster
+
+from service.backends.swarm import SwarmBackend
+from tests.docker.conftest import Server, serve
+from tests.swarm.backends import leftovers
+
+pytestmark = pytest.mark.swarm
+
+SLOW = {"name": "slow", "source": Path("tests/suites/slow.py").read_text()}
+FAUX = {"provider": "faux", "id": "solution"}
+
+
+@pytest.fixture
+def server(tmp_path: Path, backend: SwarmBackend) -> Iterator[Server]:
+    """A control plane whose scheduler runs trials on the swarm: up to 6 at once, two a node."""
+    running = serve(
+        f"sqlite:///{tmp_path / 'examhall.db'}", max_containers=6, make_backend=lambda: backend
+    )
+    yield running
+    running.stop()
+
+
+def _trials(server: Server, job_id: str) -> list[dict[str, Any]]:
+    trials: list[dict[str, Any]] = server.http.get(f"/v1/jobs/{job_id}/trials").json()
+    return trials
+
+
+def _wait_for(what: Callable[[], bool], timeout_s: float, description: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        assert time.monotonic() < deadline, f"timed out waiting for {description}"
+        time.sleep(0.2)
+
+
+def _scored_once_each(trials: list[dict[str, Any]], cases: int, rounds: int) -> None:
+    """Every (case, round) passed exactly once; any other attempt is an infra_error."""
+    scored = [t for t in trials if t["outcome"] in ("passed", "failed")]
+    assert all(t["outcome"] == "passed" for t in scored), [t["error_message"] for t in scored]
+    assert Counter((t["case_id"], t["round"]) for t in scored) == Counter(
+        {(c, r): 1 for c in {t["case_id"] for t in trials} for r in range(1, rounds + 1)}
+    )
+    assert len({t["case_id"] for t in trials}) == cases
+    others = [t for t in trials if t["outcome"] not in ("passed", "failed")]
+    assert all(t["error_kind"] == "infra_error" for t in others), others
+
+
+def test_a_job_spreads_over_the_nodes(server: Server, swarm_cluster: Cluster) -> None:
+    created = server.submit(suite=SLOW, model=FAUX, rounds=6)
+    job = server.wait(created["id"], timeout=300)
+    trials = _trials(server, created["id"])
+    _scored_once_each(trials, cases=2, rounds=6)
+    assert job["status"] == "finished"
+    used = Counter(t["node"] for t in trials)
+    assert set(used) == {n.name for n in swarm_cluster.nodes}, used
+
+
+def test_health_and_metrics_report_the_nodes(server: Server, swarm_cluster: Cluster) -> None:
+    health = server.http.get("/healthz").json()
+    assert health["status"] == "ok"
+    assert {(n["name"], n["state"]) for n in health["nodes"]} == {
+        (n.name, "ready") for n in swarm_cluster.nodes
+    }
+    metrics = server.http.get("/metrics").text
+    assert f'examhall_nodes{{state="ready"}} {len(swarm_cluster.nodes)}' in metrics
+    for node in swarm_cluster.nodes:
+        assert f'examhall_node_trials{{node="{node.name}"}} 0' in metrics
+
+
+def test_a_drained_node_gets_no_trials(server: Server, swarm_cluster: Cluster) -> None:
+    swarm_cluster.drain("node-2")
+    try:
+        _wait_for(lambda: swarm_cluster.manager.nodes.get(swarm_cluster.node("node-2").node_id)
+                  .attrs["Spec"]["Availability"] == "drain", 30, "the drain")  # fmt: skip
+        states = {n["name"]: n["state"] for n in server.http.get("/healthz").json()["nodes"]}
+        assert states["node-2"] == "drained"
+        created = server.submit(suite=SLOW, model=FAUX, rounds=4)
+        server.wait(created["id"], timeout=300)
+        trials = _trials(server, created["id"])
+        _scored_once_each(trials, cases=2, rounds=4)
+        assert "node-2" not in {t["node"] for t in trials}
+    finally:
+        swarm_cluster.activate("node-2")
+
+
+def test_a_fresh_node_pulls_the_image_through_the_registry_and_a_killed_node_loses_nothing(
+    server: Server, backend: SwarmBackend, swarm_cluster: Cluster
+) -> None:
+    fresh = swarm_cluster.add_node()
+    assert not fresh.client.images.list(), "a fresh node starts with no image"
+    others = [n.name for n in swarm_cluster.nodes if n is not fresh]
+    for name in others:
+        swarm_cluster.drain(name)
+    try:
+        # Only the fresh node is left: its trials run on what it pulled from the registry.
+        created = server.submit(suite=SLOW, model=FAUX, rounds=1, cases=["slow-1"])
+        server.wait(created["id"], timeout=300)
+        (trial,) = _trials(server, created["id"])
+        assert (trial["outcome"], trial["node"]) == ("passed", fresh.name), trial
+        assert fresh.client.images.list(), "the fresh node pulled the sandbox image"
+    finally:
+        for name in others:
+            swarm_cluster.activate(name)
+
+    # Now kill that node while trials run on it: each of them is an infra_error attempt and
+    # runs again elsewhere; nothing is lost and nothing is counted twice.
+    created = server.submit(suite=SLOW, model=FAUX, rounds=8)
+    job_id = created["id"]
+    _wait_for(lambda: _running_on(backend, fresh.node_id) > 0, 120, "a trial on the fresh node")
+    swarm_cluster.kill_node(fresh.name)
+    job = server.wait(job_id, timeout=600)
+    assert job["status"] == "finished"
+    trials = _trials(server, job_id)
+    _scored_once_each(trials, cases=2, rounds=8)
+    lost = [t for t in trials if t["error_kind"] == "infra_error"]
+    assert lost, "the killed node's trials should have been lost"
+    assert all(fresh.name in (t["error_message"] or "") or t["node"] == fresh.name for t in lost)
+    scored_nodes = {t["node"] for t in trials if t["outcome"] == "passed"}
+    assert scored_nodes <= set(others) | {fresh.name}
+    report = server.http.get(f"/v1/jobs/{job_id}/report").json()
+    assert report["variants"][0]["scored_trials"] == 16
+    _wait_for(lambda: swarm_cluster.node_state(fresh.name) == "down", 60, "the manager to see it")
+    states = {n["name"]: n["state"] for n in server.http.get("/healthz").json()["nodes"]}
+    assert states[fresh.name] == "down"
+    assert leftovers(backend, swarm_cluster) == []
+
+
+def _running_on(backend: SwarmBackend, node_id: str) -> int:
+    """This run's trials running on a node now, as the manager sees them."""
+    ours = backend.swarm.services(filters={"label": f"examhall.scope={backend.settings.scope}"})
+    tasks = backend.swarm.tasks(filters={"node": node_id, "desired-state": "running"})
+    ids = {s["ID"] for s in ours}
+    return sum(t["ServiceID"] in ids and t["Status"]["State"] == "running" for t in tasks)
