@@ -106,14 +106,22 @@ def _quiet(_: str) -> None:
     pass
 
 
-def ensure_node_image(client: docker.DockerClient, progress: Progress = _quiet) -> str:
-    """An image of a swarm node (dockerd from Debian's docker.io), built once and reused."""
-    return _ensure_image(client, NODE_REPO, "node.Dockerfile", ("dockerd-entrypoint.sh",), progress)
+def ensure_node_image(
+    client: docker.DockerClient, progress: Progress = _quiet, *, force: bool = False
+) -> str:
+    """An image of a swarm node (dockerd from Debian's docker.io), built once and reused;
+    `force` rebuilds it without the layer cache."""
+    files = ("dockerd-entrypoint.sh",)
+    return _ensure_image(client, NODE_REPO, "node.Dockerfile", files, progress, force)
 
 
-def ensure_registry_image(client: docker.DockerClient, progress: Progress = _quiet) -> str:
-    """An image of the cluster's registry (Debian's docker-registry), built once and reused."""
-    return _ensure_image(client, REGISTRY_REPO, "registry.Dockerfile", ("registry.yml",), progress)
+def ensure_registry_image(
+    client: docker.DockerClient, progress: Progress = _quiet, *, force: bool = False
+) -> str:
+    """An image of the cluster's registry (Debian's docker-registry), built once and reused;
+    `force` rebuilds it without the layer cache."""
+    files = ("registry.yml",)
+    return _ensure_image(client, REGISTRY_REPO, "registry.Dockerfile", files, progress, force)
 
 
 def _ensure_image(
@@ -122,6 +130,7 @@ def _ensure_image(
     dockerfile: str,
     files: tuple[str, ...],
     progress: Progress,
+    force: bool,
 ) -> str:
     context = BuildContext(
         dockerfile=(_IMAGES_DIR / dockerfile).read_bytes(),
@@ -135,8 +144,12 @@ def _ensure_image(
     digest = context.digest(base)
     ref = f"{repo}:{digest[:12]}"
     if is_current(client, ref, digest):
-        progress(f"{ref} is up to date.")
-        return ref
+        if not force:
+            progress(f"{ref} is up to date.")
+            return ref
+        superseded: str | None = client.images.get(ref).id
+    else:
+        superseded = None
     resolved = resolve_base(client, base, progress)
     progress(f"Building {ref} on {resolved}...")
     build_image(
@@ -145,13 +158,17 @@ def _ensure_image(
         ref,
         resolved,
         labels={HASH_LABEL: digest},
-        nocache=False,
+        nocache=force,
         progress=progress,
         advice=(
             f"Fix the cause above (the recipe is {_IMAGES_DIR / dockerfile}; apt inside the "
             f"build must reach a Debian mirror), then run this again."
         ),
     )
+    if superseded and superseded != client.images.get(ref).id:
+        # The rebuild took the tag; the old image, built here too, would linger untagged.
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(superseded)
     return ref
 
 
@@ -298,17 +315,19 @@ class Cluster:
         return name, container
 
     def _wait_engine(self, name: str, container: Container) -> Node:
-        url = f"tcp://127.0.0.1:{_host_port(container, ENGINE_PORT)}"
         deadline = time.monotonic() + _ENGINE_START_TIMEOUT
+        url = ""
         while True:
             container.reload()
             if container.status not in ("created", "running"):
                 raise ClusterError(
                     f"swarm node {name}'s engine exited ({container.status}) before answering. "
-                    f"Last lines of its log:\n{_log_tail(container)}\nIf it cannot mount or "
-                    f"write cgroups, the host engine may not grant what NODE_RUN_OPTIONS in "
-                    f"{__file__} asks for."
+                    f"Last lines of its log:\n{_log_tail(container)}\nIf it could not mount "
+                    f"/sys or the cgroups, or dockerd could not start, the host engine may not "
+                    f"grant what NODE_RUN_OPTIONS in {__file__} asks for."
                 )
+            # The host port is known once the container runs, not before.
+            url = url or f"tcp://127.0.0.1:{_host_port(container, ENGINE_PORT)}"
             try:
                 # The constructor itself asks the engine for its API version.
                 client = docker.DockerClient(base_url=url, timeout=60)

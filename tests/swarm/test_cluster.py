@@ -19,7 +19,7 @@ from docker.models.networks import Network
 from docker.models.services import Service
 from docker.types import EndpointSpec, ServiceMode
 
-from tests.swarm.cluster import ENGINE_LABEL, NODE_STORAGE_DRIVER, Cluster
+from tests.swarm.cluster import ENGINE_LABEL, LABEL_CLUSTER, NODE_STORAGE_DRIVER, Cluster
 from tests.swarm.conftest import host_swarm_state
 
 pytestmark = pytest.mark.swarm
@@ -121,6 +121,9 @@ def test_nodes_form_a_swarm_and_the_host_engine_is_untouched(
     assert swarm_cluster.manager_url == swarm_cluster.nodes[0].engine_url
     assert swarm_cluster.registry_push.startswith("127.0.0.1:")
 
+    # Each node's engine state is on a volume labelled as the cluster's, so teardown finds it.
+    selector = {"label": f"{LABEL_CLUSTER}={swarm_cluster.label}"}
+    assert len(docker_client.volumes.list(filters=selector)) == len(swarm_cluster.nodes)
     assert host_swarm_state(docker_client) == host_swarm_before
 
 
