@@ -281,6 +281,7 @@ class Cluster:
         """Start one more node and join it to the swarm (e.g. to see a fresh node pull an
         image through the registry)."""
         index = max(int(node.name.rsplit("-", 1)[1]) for node in self.nodes) + 1
+        self.progress(f"Adding node-{index} to swarm {self.label}...")
         node = self._wait_engine(*self._start_node_container(index))
         self.nodes.append(node)
         self._join(node, as_manager=manager)
@@ -506,7 +507,8 @@ def reap_orphans(client: docker.DockerClient) -> list[str]:
     ):
         labels = container.attrs.get("Labels") or {}
         owner = labels.get(LABEL_OWNER, "")
-        if owner.startswith(prefix) and not _pid_alive(int(owner[len(prefix) :] or 0)):
+        pid = owner[len(prefix) :]
+        if owner.startswith(prefix) and pid.isdigit() and not _pid_alive(int(pid)):
             orphans.add(labels[LABEL_CLUSTER])
     for label in sorted(orphans):
         remove(client, label)

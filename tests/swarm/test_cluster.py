@@ -197,7 +197,7 @@ def test_an_image_pushed_from_the_host_starts_on_every_node(
 ) -> None:
     assert swarm_sandbox_image.startswith(f"{swarm_cluster.registry_pull}/examhall/sandbox@")
     service = make_service(swarm_sandbox_image, name="everywhere", command=SLEEP, mode="global")
-    nodes = [n.name for n in swarm_cluster.nodes if n.container.status != "exited"]
+    nodes = [n.name for n in swarm_cluster.nodes if swarm_cluster.node_state(n.name) == "ready"]
     tasks = wait_for(
         service, lambda ts: len(ts) >= len(nodes), f"a running task on each of {nodes}"
     )
