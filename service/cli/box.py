@@ -58,6 +58,9 @@ _SOURCES = ("service", "sandbox", "evals", "docker")
 _PYPROJECT = "pyproject.toml"
 _DOCKERFILE = Path("docker") / "control-plane.Dockerfile"
 _POSTGRES_RECIPE = Path("docker") / "postgres"
+REGISTRY_REPO = "examhall/registry"
+REGISTRY_IMAGE_KEY = "EXAMHALL_REGISTRY_IMAGE"
+_REGISTRY_RECIPE = Path("docker") / "registry"
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Box:
     env_file: Path
     # The keys this run added to the env file (generated secrets among them).
     added: tuple[str, ...]
+    registry_image: str | None = None
 
 
 def default_env_file() -> Path:
@@ -148,17 +152,50 @@ def ensure_postgres_image(
     reason = pull_if_missing(client, wanted, progress)
     if reason is None:
         return wanted
-    recipe = repo_root() / _POSTGRES_RECIPE
+    progress(f"{wanted} cannot be pulled ({reason}); using PostgreSQL from Debian's packages.")
+    return _recipe_image(
+        client,
+        _POSTGRES_RECIPE,
+        ("entrypoint.sh",),
+        POSTGRES_REPO,
+        base,
+        progress=progress,
+        advice=f"or make {wanted} available to Docker (`docker load` it, or set "
+        f"{POSTGRES_IMAGE_KEY} in the env file to an image you have)",
+    )
+
+
+def ensure_registry_image(client: docker.DockerClient, base: str, *, progress: Progress) -> str:
+    """The box's image registry on a swarm: Debian's docker-registry, built on `base`."""
+    return _recipe_image(
+        client, _REGISTRY_RECIPE, ("config.yml",), REGISTRY_REPO, base, progress=progress
+    )
+
+
+def _recipe_image(
+    client: docker.DockerClient,
+    recipe: Path,
+    files: tuple[str, ...],
+    repo: str,
+    base: str,
+    *,
+    progress: Progress,
+    advice: str = "",
+) -> str:
+    """An image of one of docker/'s recipes on `base`, tagged by its content hash, built
+    unless an image of that hash is there."""
+    folder = repo_root() / recipe
     context = BuildContext(
-        dockerfile=(recipe / "Dockerfile").read_bytes(),
-        files=(("entrypoint.sh", (recipe / "entrypoint.sh").read_bytes()),),
+        dockerfile=(folder / "Dockerfile").read_bytes(),
+        files=tuple((name, (folder / name).read_bytes()) for name in files),
+        executable=frozenset(name for name in files if name.endswith(".sh")),
     )
     digest = context.digest(base)
-    ref = f"{POSTGRES_REPO}:{digest[:12]}"
+    ref = f"{repo}:{digest[:12]}"
     if is_current(client, ref, digest):
-        progress(f"{wanted} cannot be pulled ({reason}); using the local {ref}.")
+        progress(f"{ref} is up to date.")
         return ref
-    progress(f"{wanted} cannot be pulled ({reason}); building {ref} from Debian's packages...")
+    progress(f"Building {ref} from Debian's packages...")
     build_image(
         client,
         context,
@@ -167,9 +204,8 @@ def ensure_postgres_image(
         labels={HASH_LABEL: digest, BASE_LABEL: base},
         nocache=False,
         progress=progress,
-        advice=f"Fix the cause above (the recipe is {_POSTGRES_RECIPE}/; apt-get in the build "
-        f"needs the Debian mirror), or make {wanted} available to Docker (`docker load` it, or "
-        f"set {POSTGRES_IMAGE_KEY} in the env file to an image you have), then run this again.",
+        advice=f"Fix the cause above (the recipe is {recipe}/; apt-get in the build needs the "
+        f"Debian mirror){', ' + advice if advice else ''}, then run this again.",
     )
     return ref
 
@@ -219,6 +255,7 @@ def build_box(
     base: str | None = None,
     sandbox_base: str | None = None,
     postgres: bool = False,
+    swarm: bool = False,
     force: bool = False,
     progress: Progress,
 ) -> Box:
@@ -245,9 +282,22 @@ def build_box(
             wanted = DEFAULT_POSTGRES_IMAGE
         postgres_image = ensure_postgres_image(client, wanted, resolved_base, progress=progress)
         updates[POSTGRES_IMAGE_KEY] = postgres_image
+    if swarm:
+        # The swarm's own registry, through which every node gets the trials' images.
+        updates[REGISTRY_IMAGE_KEY] = ensure_registry_image(
+            client, resolved_base, progress=progress
+        )
     added = missing_defaults(current, postgres=postgres)
     update_env_file(env_file, {**updates, **added})
-    return Box(image, resolved_base, resolved_sandbox_base, postgres_image, env_file, tuple(added))
+    return Box(
+        image,
+        resolved_base,
+        resolved_sandbox_base,
+        postgres_image,
+        env_file,
+        tuple(added),
+        updates.get(REGISTRY_IMAGE_KEY),
+    )
 
 
 def missing_defaults(current: dict[str, str], *, postgres: bool) -> dict[str, str]:
@@ -276,7 +326,8 @@ def cmd_box_build(args: argparse.Namespace) -> int:
             env_file=env_file,
             base=args.base,
             sandbox_base=args.sandbox_base,
-            postgres=args.postgres,
+            postgres=args.postgres or args.swarm,
+            swarm=args.swarm,
             force=args.force,
             progress=_progress,
         )
@@ -293,6 +344,13 @@ def cmd_box_build(args: argparse.Namespace) -> int:
         print(f"postgres       {box.postgres_image}")
     new = f"; added {', '.join(box.added)}" if box.added else ""
     print(f"Wrote {box.env_file}{new}.")
+    if args.swarm:
+        print(f"registry       {box.registry_image}")
+        print(
+            "Next, on this manager (README, 'Several boxes'): set -a; . ./.env; set +a; "
+            "docker stack deploy -c stack.yaml examhall"
+        )
+        return 0
     files = " -f compose.yaml -f compose.postgres.yaml" if args.postgres else ""
     print(f"Next, beside compose.yaml: docker compose{files} up -d (Compose v1: docker-compose)")
     return 0
@@ -322,6 +380,12 @@ def add_box_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         action="store_true",
         help=f"also make a PostgreSQL image present for compose.postgres.yaml "
         f"({POSTGRES_IMAGE_KEY}, else {DEFAULT_POSTGRES_IMAGE}, else built from Debian's packages)",
+    )
+    build.add_argument(
+        "--swarm",
+        action="store_true",
+        help=f"for stack.yaml on a Docker Swarm: --postgres, and the box's image registry "
+        f"({REGISTRY_IMAGE_KEY}, from Debian's docker-registry)",
     )
     build.add_argument(
         "--env-file", help="the env file to write (default: .env beside compose.yaml)"

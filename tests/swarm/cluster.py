@@ -49,11 +49,11 @@ from service.backends.docker.images import (
     ensure_sandbox_image,
     is_current,
 )
+from service.cli.box import ensure_registry_image as box_registry_image
 
 Progress = Callable[[str], None]
 
 NODE_REPO = "examhall/swarm-node"
-REGISTRY_REPO = "examhall/swarm-registry"
 
 # Every container, network and volume of a cluster carries LABEL_CLUSTER=<its label>, so
 # teardown (and `remove`) find exactly what one cluster made and nothing else on the engine.
@@ -115,13 +115,11 @@ def ensure_node_image(
     return _ensure_image(client, NODE_REPO, "node.Dockerfile", files, progress, force)
 
 
-def ensure_registry_image(
-    client: docker.DockerClient, progress: Progress = _quiet, *, force: bool = False
-) -> str:
-    """An image of the cluster's registry (Debian's docker-registry), built once and reused;
-    `force` rebuilds it without the layer cache."""
-    files = ("registry.yml",)
-    return _ensure_image(client, REGISTRY_REPO, "registry.Dockerfile", files, progress, force)
+def ensure_registry_image(client: docker.DockerClient, progress: Progress = _quiet) -> str:
+    """The box's registry image (docker/registry/, as `examhall box build --swarm` makes it),
+    on the bootstrapped Debian base: the cluster runs what a real box would."""
+    base = resolve_base(client, f"{DEBIAN_BASE_REPO}:{debian_suite()}", progress)
+    return box_registry_image(client, base, progress=progress)
 
 
 def _ensure_image(

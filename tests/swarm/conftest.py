@@ -16,6 +16,8 @@ import docker.errors
 import pytest
 
 from service.backends.docker.debian_base import ImageBuildError
+from service.backends.swarm import SwarmBackend
+from tests.swarm.backends import swarm_backend
 from tests.swarm.cluster import Cluster, ClusterError, push_sandbox_image, reap_orphans
 
 
@@ -66,3 +68,12 @@ def swarm_cluster(
 def swarm_sandbox_image(swarm_cluster: Cluster, docker_client: docker.DockerClient) -> str:
     """The sandbox image, pushed to the swarm's registry: the reference the nodes pull."""
     return push_sandbox_image(swarm_cluster, docker_client, progress=_to_stderr)
+
+
+@pytest.fixture(scope="session")
+def backend(
+    swarm_cluster: Cluster, docker_client: docker.DockerClient, sandbox_image: str
+) -> SwarmBackend:
+    """This directory's backend: Swarm on the test swarm, with a scope of this run's own.
+    The Docker backend's tests imported here (the contract, the probes) run on it."""
+    return swarm_backend(swarm_cluster, docker_client, sandbox_image)

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import docker
 import pytest
-from tests.swarm.cluster import Cluster
 
 from service.backends.protocol import LaunchSpec, SandboxBackend, SandboxError
 from service.backends.registry import create_backend
@@ -30,6 +29,7 @@ from tests.docker.test_probes import (  # noqa: F401
     test_status_shows_no_new_privs_and_no_capabilities,
 )
 from tests.swarm.backends import leftovers
+from tests.swarm.cluster import Cluster
 
 pytestmark = pytest.mark.swarm
 
@@ -66,7 +66,7 @@ def test_a_trial_is_a_service_placed_on_a_node_with_its_hardening(
         node = swarm_cluster.node(sandbox.node or "")
         container = node.client.api.inspect_container(sandbox.container_id)
         host = container["HostConfig"]
-        assert host["ReadOnlyRootfs"] and host["Init"] and not host["Privileged"]
+        assert host["ReadonlyRootfs"] and host["Init"] and not host["Privileged"]
         assert host["CapDrop"] == ["ALL"] and "SYS_ADMIN" not in (host["CapAdd"] or [])
         assert host["PidsLimit"] == backend.settings.resources.pids
         assert host["Memory"] == backend.settings.resources.memory_bytes

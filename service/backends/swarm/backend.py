@@ -332,9 +332,10 @@ class SwarmBackend:
 
     # --- the end --------------------------------------------------------------------------
 
-    def remove_sandbox(self, name: str, engines: dict[str, docker.DockerClient]) -> None:
-        """Remove a sandbox's service, container, volumes and network; never raises.
-        `engines` are the node engines known to hold its container."""
+    def remove_sandbox(self, name: str, engines: dict[str, docker.DockerClient]) -> bool:
+        """Remove a sandbox's service, container, volumes and network; never raises. Says
+        whether there was anything left to remove. `engines` are the node engines known to
+        hold its container."""
         with contextlib.suppress(Exception):
             for task in self.swarm.tasks(filters={"service": name}):
                 node = task.get("NodeID")
@@ -347,31 +348,37 @@ class SwarmBackend:
                     all=True, filters={"label": f"com.docker.swarm.service.name={name}"}
                 ):
                     engine.api.remove_container(c["Id"], force=True, v=True)
+        removed = False
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
             self.swarm.remove_service(name)
+            removed = True
         for engine in engines.values():
             for volume in volume_names(name, task_dirs=True).values():
                 with contextlib.suppress(Exception):
                     engine.api.remove_volume(volume, force=True)
-        self._remove_network(name)
+        return self._remove_network(name) or removed
 
-    def _remove_network(self, name: str) -> None:
+    def _remove_network(self, name: str) -> bool:
         # By id: a swarm-scoped bridge also has a copy on each node it was used on, and a
         # removal by name takes that copy and leaves the swarm's network. The manager frees
         # it once the task's endpoint is gone, a moment after the container: a network
-        # still in use after that is left to the reaper.
+        # still in use after that is left to the reaper. A removed one lingers in listings
+        # for a few seconds, where removing it again answers "not found".
         deadline = time.monotonic() + 10.0
         while True:
             try:
-                for network in self.swarm.networks(filters={"name": name}):
-                    if network["Name"] == name and network.get("Scope") == "swarm":
-                        self.swarm.remove_network(network["Id"])
-                return
-            except docker.errors.NotFound:
-                return
-            except docker.errors.DockerException:
-                if time.monotonic() > deadline:
-                    return
+                found = [
+                    n
+                    for n in self.swarm.networks(filters={"name": name})
+                    if n["Name"] == name and n.get("Scope") == "swarm"
+                ]
+                for network in found:
+                    self.swarm.remove_network(network["Id"])
+                return bool(found)
+            except docker.errors.DockerException as exc:
+                gone = isinstance(exc, docker.errors.NotFound) or "not found" in str(exc)
+                if gone or time.monotonic() > deadline:
+                    return False
                 time.sleep(0.1)
 
     def forget(self, sandbox: SwarmSandbox) -> None:
@@ -474,10 +481,12 @@ class SwarmBackend:
             if n["Name"] not in named
         ]
         chosen: Sequence[FoundSandbox] = policy(found)
+        removed = []
         for sandbox in chosen:
             assert isinstance(sandbox, _Found)
-            self.remove_sandbox(sandbox.name, {})
-        return [s.trial_id for s in chosen]
+            if self.remove_sandbox(sandbox.name, {}):
+                removed.append(sandbox.trial_id)
+        return removed
 
 
 def _trial_and_owner(labels: dict[str, str] | None) -> tuple[str, str]:
