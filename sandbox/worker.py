@@ -8,6 +8,10 @@ The process that started as root forks at once and stays root as the supervisor
 credential. The child scrubs its environment, drops to the sandbox user, and only then
 imports the suite (from memory), seeds the workspace, checks what it cannot read, runs the
 agent and the judges: suite code never runs with privilege or beside a key.
+
+When the backend asks (EXAMHALL_SELF_CONFINE=1, where the engine could not apply them), the
+first process sets no_new_privs and installs examhall's seccomp profile on itself before
+anything else (sandbox/confine.py); every later process inherits both.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from sandbox import bundle, caps, credentials, limits, privilege, selfcheck, workspace
+from sandbox import bundle, caps, confine, credentials, limits, privilege, selfcheck, workspace
 from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
@@ -99,6 +103,10 @@ class Worker:
 
     def run(self) -> None:
         try:
+            # First, in the one process that exists: before anything is read from the
+            # channel, before the fork, and so before any suite or agent code.
+            if confine.requested(os.environ):
+                self.step("self_confine", self.confine_self)
             self.step("start_as_root", self.check_root)
         except StepFailed as failure:
             self.channel.send(ResultMessage(result=self.failed(failure)))
@@ -142,6 +150,16 @@ class Worker:
             failed_step=failure.step,
             timings=self.timings,
         )
+
+    def confine_self(self) -> None:
+        try:
+            confine.confine_self()
+        except confine.ConfinementError as exc:
+            _fail(
+                "self_confine",
+                f"The worker could not confine itself ({confine.SELF_CONFINE_ENV}=1), so the "
+                f"trial does not run: {exc}",
+            )
 
     def check_root(self) -> None:
         if os.getuid() != 0 or os.geteuid() != 0:

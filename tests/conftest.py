@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sys
@@ -72,30 +73,32 @@ def no_container_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     assert not left, f"containers left behind: {[c.attrs.get('Labels') for c in left]}"
 
 
+def run_suite_trial(
+    backend: DockerBackend,
+    suite: str | SuiteBundle,
+    case_id: str,
+    model: str,
+    *,
+    deadline_s: float = 120.0,
+    **spec: Any,
+) -> TrialRecord:
+    """Run one trial of a suite (a path, a shipped name, or a SuiteBundle) on `backend`."""
+    bundle = suite if isinstance(suite, SuiteBundle) else load_suite(suite)
+    return run_trial(
+        Launcher(backend),
+        RunSpec(
+            trial_id=f"test-{uuid.uuid4().hex[:12]}",
+            suite=bundle,
+            case_id=case_id,
+            model=ModelRef.parse(model),
+            **spec,
+        ),
+        job_id="tests",
+        deadline_s=deadline_s,
+    )
+
+
 @pytest.fixture
 def trial(backend: DockerBackend) -> Callable[..., TrialRecord]:
     """Run one trial of a suite (a path, a shipped name, or a SuiteBundle) in real Docker."""
-
-    def run(
-        suite: str | SuiteBundle,
-        case_id: str,
-        model: str,
-        *,
-        deadline_s: float = 120.0,
-        **spec: Any,
-    ) -> TrialRecord:
-        bundle = suite if isinstance(suite, SuiteBundle) else load_suite(suite)
-        return run_trial(
-            Launcher(backend),
-            RunSpec(
-                trial_id=f"test-{uuid.uuid4().hex[:12]}",
-                suite=bundle,
-                case_id=case_id,
-                model=ModelRef.parse(model),
-                **spec,
-            ),
-            job_id="tests",
-            deadline_s=deadline_s,
-        )
-
-    return run
+    return functools.partial(run_suite_trial, backend)

@@ -18,7 +18,7 @@ from service.environments import EnvironmentBuilder, dockerfile_source
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, run_trial
 from service.suites import load_suite
-from tests.docker.test_probes import PROBES, _attempts
+from tests.docker.test_probes import PROBES, attempts_of
 
 pytestmark = pytest.mark.docker
 
@@ -59,10 +59,10 @@ def test_every_probe_fails_in_an_environment_that_offers_root(
     )
     judge = record.result.judges[0] if record.result.judges else None
     assert record.result.outcome == "passed", (record.result, judge)
-    assert any(not got["ok"] for got in _attempts(record).values())
+    assert any(not got["ok"] for got in attempts_of(record).values())
     everything = json.dumps([dataclasses.asdict(e) for e in record.events])
     assert canary not in everything + json.dumps(dataclasses.asdict(record.result))
     if probe == "no-privilege-regain":
-        attempts = _attempts(record)
+        attempts = attempts_of(record)
         assert attempts["cap_eff_zero"] == {"ok": True, "value": "0x0"}
         assert attempts["setuid_root"] == {"ok": False, "errno": "EPERM"}

@@ -43,7 +43,7 @@ def _canary() -> str:
     return f"exh-canary-{uuid.uuid4().hex}"
 
 
-def _attempts(record: TrialRecord) -> dict[str, dict[str, object]]:
+def attempts_of(record: TrialRecord) -> dict[str, dict[str, object]]:
     # The bash result that carries the report (a probe may run bash before its attack).
     line = next(
         x
@@ -58,11 +58,17 @@ def _attempts(record: TrialRecord) -> dict[str, dict[str, object]]:
 
 @pytest.mark.parametrize("probe", PROBES)
 def test_probe_attack_fails(trial: Callable[..., TrialRecord], probe: str) -> None:
+    assert_attack_fails(trial, probe)
+
+
+def assert_attack_fails(trial: Callable[..., TrialRecord], probe: str) -> None:
+    """Run one probe in a real trial: every attack refused, the canary credential nowhere.
+    (tests/docker/test_self_confinement.py runs the same on a self-confining worker.)"""
     canary = _canary()
     record = trial("evals/probes.py", probe, "faux/attack", credentials={"PROVIDER_KEY": canary})
     judge = record.result.judges[0] if record.result.judges else None
     assert record.result.outcome == "passed", (record.result, judge)
-    attempts = _attempts(record)
+    attempts = attempts_of(record)
     denied = [name for name, got in attempts.items() if not got["ok"]]
     assert denied, "the probe recorded no refused attempt"
     # The credential reached the worker but nowhere the agent or the control plane can see.
@@ -74,7 +80,7 @@ def test_probe_attack_fails(trial: Callable[..., TrialRecord], probe: str) -> No
 
 
 def test_status_shows_no_new_privs_and_no_capabilities(trial: Callable[..., TrialRecord]) -> None:
-    attempts = _attempts(trial("evals/probes.py", "no-privilege-regain", "faux/attack"))
+    attempts = attempts_of(trial("evals/probes.py", "no-privilege-regain", "faux/attack"))
     assert attempts["no_new_privs"] == {"ok": True, "value": "1"}
     assert attempts["cap_eff_zero"] == {"ok": True, "value": "0x0"}
     assert attempts["setuid_root"] == {"ok": False, "errno": "EPERM"}
@@ -97,5 +103,5 @@ def test_canary_probe_finds_a_planted_canary(trial: Callable[..., TrialRecord]) 
     )
     record = trial(bundle, "canary-planted", "faux/attack")
     assert record.result.outcome == "failed", record.result
-    found = _attempts(record)["find_canary"]
+    found = attempts_of(record)["find_canary"]
     assert found["ok"] is True and "/workspace/notes/leak.txt" in str(found["value"])

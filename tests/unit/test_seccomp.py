@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
+from sandbox.seccomp_filter import profile_text
+from service.backends.docker.images import load_context
 from service.backends.docker.seccomp import profile_json
 
 # What no trial may call, whatever the arguments (issue 11 section 3).
@@ -46,3 +49,19 @@ def test_sockets_are_allowed_only_for_the_four_families_tools_use() -> None:
     assert all(r["action"] == "SCMP_ACT_ALLOW" and r["names"] == ["socket"] for r in rules)
     families = sorted(arg["value"] for r in rules for arg in r["args"])
     assert families == [1, 2, 10, 16]  # AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+
+
+def test_the_sandbox_image_carries_the_profile_and_its_hash_covers_it() -> None:
+    """The worker confines itself from the profile in the image (sandbox/confine.py)."""
+    context = load_context()
+    files = dict(context.files)
+    assert files["sandbox/seccomp.json"] == profile_text().encode()
+    assert {"sandbox/syscalls/x86_64.py", "sandbox/syscalls/aarch64.py"} <= set(files)
+    changed = dataclasses.replace(
+        context,
+        files=tuple(
+            (name, data + b" " if name == "sandbox/seccomp.json" else data)
+            for name, data in context.files
+        ),
+    )
+    assert changed.digest("base") != context.digest("base")

@@ -57,6 +57,9 @@ class DockerSettings:
     # run gives itself a scope of its own, so that on an engine shared with live control
     # planes (or other test runs) it can only ever remove what it started.
     scope: str | None = None
+    # False: the engine applies neither no-new-privileges nor a seccomp profile, and the worker
+    # confines itself with the same profile (sandbox/confine.py), as it must under Swarm.
+    engine_confinement: bool = True
 
 
 class DockerSandbox:
@@ -164,6 +167,7 @@ class DockerBackend:
             labels=labels,
             runtime=s.runtime,
             task_dirs=launch.image is not None,
+            engine_confinement=s.engine_confinement,
         )
 
     def engine_name(self) -> str | None:

@@ -2,8 +2,9 @@
 
 No network (or, for direct-credentials trials, the configured egress network), no
 capabilities beyond the few the worker's start needs (all dropped before the agent runs),
-examhall's own seccomp profile, a read-only root with size-capped tmpfs for /tmp and the
-workspace, and pids, memory and CPU limits.
+examhall's own seccomp profile and no-new-privileges (applied by the engine, or by the worker
+itself where a backend cannot have the engine apply them), a read-only root with size-capped
+tmpfs for /tmp and the workspace, and pids, memory and CPU limits.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from docker.types import LogConfig
 
+from sandbox.confine import SELF_CONFINE_ENV
 from sandbox.protocol import WORKSPACE_DIR
 from service.backends.docker.seccomp import profile_digest, profile_json
 from service.backends.protocol import Resources
@@ -43,8 +45,20 @@ def container_config(
     labels: dict[str, str],
     runtime: str | None,
     task_dirs: bool = False,
+    engine_confinement: bool = True,
 ) -> dict[str, Any]:
-    """Keyword arguments of `containers.create` for one trial's container."""
+    """Keyword arguments of `containers.create` for one trial's container.
+
+    With `engine_confinement` False the engine applies no seccomp filter at all (not even its
+    default one) and no no-new-privileges, and the worker applies both to itself at its start:
+    the way a backend that cannot pass security options (Swarm) confines its trials, and how
+    the tests prove that self-confinement holds on a plain engine."""
+    if engine_confinement:
+        security_opt = ["no-new-privileges", f"seccomp={profile_json()}"]
+        environment: dict[str, str] = {}
+    else:
+        security_opt = ["seccomp=unconfined"]
+        environment = {SELF_CONFINE_ENV: "1"}
     config: dict[str, Any] = {
         "image": image,
         "stdin_open": True,
@@ -53,7 +67,8 @@ def container_config(
         "network_mode": network,
         "cap_drop": ["ALL"],
         "cap_add": caps,
-        "security_opt": ["no-new-privileges", f"seccomp={profile_json()}"],
+        "security_opt": security_opt,
+        "environment": environment,
         "read_only": True,
         "tmpfs": {
             "/tmp": f"{_TMPFS},size={resources.tmp_bytes}",

@@ -1,0 +1,1 @@
+"""Syscall numbers by architecture (generated data; see generate.py to regenerate)."""
