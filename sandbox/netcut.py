@@ -14,8 +14,10 @@ import errno
 import os
 import socket
 import struct
+from collections.abc import Mapping
 
 CUT_NETWORK_ENV = "EXAMHALL_CUT_NETWORK"
+CAP_NET_ADMIN = 12
 
 _RTM_DELLINK = 17
 _NLMSG_ERROR = 2
@@ -27,6 +29,11 @@ _IFINFO = struct.Struct("=BxHiII")  # ifinfomsg: family, type, index, flags, cha
 
 class NetworkCutError(RuntimeError):
     pass
+
+
+def requested(environ: Mapping[str, str]) -> bool:
+    """Whether the backend asked the worker to take the network away."""
+    return environ.get(CUT_NETWORK_ENV) == "1"
 
 
 def interfaces() -> list[str]:

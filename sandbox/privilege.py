@@ -155,3 +155,19 @@ def drop_all_capabilities() -> None:
         raise PrivilegeError(f"capset failed: {os.strerror(ctypes.get_errno())}")
     if effective_capabilities():
         raise PrivilegeError("capabilities remain after capset.")
+
+
+def drop_capability(number: int) -> None:
+    """Give up one capability (effective and permitted) for good, keeping the others."""
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise PrivilegeError(f"capget failed: {os.strerror(ctypes.get_errno())}")
+    word, bit = divmod(number, 32)
+    data[word].effective &= ~(1 << bit) & 0xFFFFFFFF
+    data[word].permitted &= ~(1 << bit) & 0xFFFFFFFF
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise PrivilegeError(f"capset failed: {os.strerror(ctypes.get_errno())}")
+    if effective_capabilities() & (1 << number):
+        raise PrivilegeError(f"capability {number} remains after capset.")

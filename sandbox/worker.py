@@ -26,7 +26,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from sandbox import bundle, caps, confine, credentials, limits, privilege, selfcheck, workspace
+from sandbox import (
+    bundle,
+    caps,
+    confine,
+    credentials,
+    limits,
+    netcut,
+    privilege,
+    selfcheck,
+    workspace,
+)
 from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
@@ -105,6 +115,8 @@ class Worker:
         try:
             # First, in the one process that exists: before anything is read from the
             # channel, before the fork, and so before any suite or agent code.
+            if netcut.requested(os.environ):
+                self.step("cut_network", self.cut_network)
             if confine.requested(os.environ):
                 self.step("self_confine", self.confine_self)
             self.step("start_as_root", self.check_root)
@@ -150,6 +162,18 @@ class Worker:
             failed_step=failure.step,
             timings=self.timings,
         )
+
+    def cut_network(self) -> None:
+        try:
+            netcut.cut_network()
+            # Held for this alone: not even the root supervisor keeps it for the trial.
+            privilege.drop_capability(netcut.CAP_NET_ADMIN)
+        except (OSError, netcut.NetworkCutError, privilege.PrivilegeError) as exc:
+            _fail(
+                "cut_network",
+                f"The worker could not leave the sandbox without a network "
+                f"({netcut.CUT_NETWORK_ENV}=1), so the trial does not run: {exc}",
+            )
 
     def confine_self(self) -> None:
         try:

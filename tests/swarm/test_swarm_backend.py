@@ -10,10 +10,12 @@ from collections.abc import Callable
 import docker
 import pytest
 
+from sandbox.confine import SELF_CONFINE_ENV
+from sandbox.netcut import CUT_NETWORK_ENV
 from service.backends.protocol import LaunchSpec, SandboxBackend, SandboxError
 from service.backends.registry import create_backend
 from service.backends.swarm import SwarmBackend, SwarmSettings
-from service.backends.swarm.spec import SELF_CONFINE_ENV
+from service.backends.swarm.backend import SANDBOX_NETWORK
 from tests.docker.test_backend_contract import (  # noqa: F401  (collected here, on Swarm)
     Started,
     started,
@@ -61,7 +63,7 @@ def test_a_trial_is_a_service_placed_on_a_node_with_its_hardening(
         (service,) = backend.swarm.services(filters={"name": sandbox.id})
         assert service["Spec"]["Mode"] == {"Replicated": {"Replicas": 1}}
         assert service["Spec"]["TaskTemplate"]["RestartPolicy"]["Condition"] == "none"
-        network = backend.swarm.inspect_network(sandbox.id)
+        (network,) = [n for n in backend.swarm.networks() if n["Name"] == SANDBOX_NETWORK]
         assert network["Internal"] is True and network["Scope"] == "swarm"
         node = swarm_cluster.node(sandbox.node or "")
         container = node.client.api.inspect_container(sandbox.container_id)
@@ -70,8 +72,8 @@ def test_a_trial_is_a_service_placed_on_a_node_with_its_hardening(
         assert host["CapDrop"] == ["ALL"] and "SYS_ADMIN" not in (host["CapAdd"] or [])
         assert host["PidsLimit"] == backend.settings.resources.pids
         assert host["Memory"] == backend.settings.resources.memory_bytes
-        assert list(container["NetworkSettings"]["Networks"]) == [sandbox.id]
-        assert f"{SELF_CONFINE_ENV}=1" in container["Config"]["Env"]
+        assert list(container["NetworkSettings"]["Networks"]) == [SANDBOX_NETWORK]
+        assert {f"{SELF_CONFINE_ENV}=1", f"{CUT_NETWORK_ENV}=1"} <= set(container["Config"]["Env"])
         assert not [m for m in container["Mounts"] if m["Type"] == "bind"]
         mounts = {m["Destination"]: m for m in container["Mounts"]}
         assert mounts["/workspace"]["Type"] == "volume"

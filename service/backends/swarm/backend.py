@@ -55,6 +55,9 @@ from service.backends.swarm.nodes import (
 from service.backends.swarm.spec import task_template, volume_names
 from service.owners import instance_id
 
+# The network every sandbox joins, on each node: see `_network`.
+SANDBOX_NETWORK = "examhall-sandboxes"
+LABEL_ROLE = "examhall.role"
 # Swarm's own labels on a task's container.
 TASK_LABEL = "com.docker.swarm.task.id"
 # Task states after which the task will never run.
@@ -175,6 +178,7 @@ class SwarmBackend:
         self._wake = threading.Event()
         # Nodes whose engine did not answer, kept out of placements for a while.
         self._avoiding: dict[str, float] = {}
+        self._network_ready = False
         threading.Thread(target=self._watch, name="examhall-swarm-watch", daemon=True).start()
 
     # --- starting -------------------------------------------------------------------------
@@ -197,13 +201,14 @@ class SwarmBackend:
         touched: dict[str, docker.DockerClient] = {}
         t0 = time.monotonic()
         try:
-            network = self._network(name, labels, launch.egress)
+            network = self._network(launch.egress)
             image = self.publisher.publish(launch.image) if launch.image else self.image
             template = task_template(
                 sandbox=name,
                 image=image,
                 resources=self._resources(launch),
                 network=network,
+                cut_network=not launch.egress,
                 caps=list(WORKER_CAPS),
                 labels=labels,
                 task_dirs=launch.image is not None,
@@ -262,23 +267,46 @@ class SwarmBackend:
             workspace_bytes=launch.workspace_bytes or r.workspace_bytes,
         )
 
-    def _network(self, name: str, labels: dict[str, str], egress: bool) -> str:
-        """A network of the trial's own that reaches nothing (`--network none` is refused for
-        services: an internal network with no other member is its equal), or for
-        direct-credentials trials the configured egress network."""
-        if egress:
-            if self.settings.egress_network is None:
-                raise SandboxError(
-                    "Direct-credentials trials need a network out; this swarm has none: set "
-                    "EXAMHALL_SWARM_EGRESS_NETWORK, or run the job with credentials: relay."
+    def _network(self, egress: bool) -> str:
+        """The network a trial's container joins: it must join one (`--network none` is
+        refused for services). The sandboxes' network is internal, and the worker deletes its
+        interface before it reads anything, so no code of the trial ever sees it; a
+        direct-credentials trial gets the configured egress network instead, and keeps it."""
+        if not egress:
+            return self._sandbox_network()
+        if self.settings.egress_network is None:
+            raise SandboxError(
+                "Direct-credentials trials need a network out; this swarm has none: set "
+                "EXAMHALL_SWARM_EGRESS_NETWORK, or run the job with credentials: relay."
+            )
+        return self.settings.egress_network
+
+    def _sandbox_network(self) -> str:
+        with self._lock:
+            if self._network_ready:
+                return SANDBOX_NETWORK
+        if not self._find_network(SANDBOX_NETWORK):
+            # A bridge on each node, not an overlay: a container joins it in a third of an
+            # overlay's time. Another control plane may create it at the same moment.
+            with contextlib.suppress(docker.errors.APIError):
+                self.swarm.create_network(
+                    SANDBOX_NETWORK,
+                    driver="bridge",
+                    scope="swarm",
+                    internal=True,
+                    labels={LABEL_ROLE: "sandboxes"},
                 )
-            return self.settings.egress_network
-        # A bridge of the trial's own on its node, not an overlay: nothing else is on it and
-        # it crosses no host, and a container joins it in a third of an overlay's time.
-        self.swarm.create_network(
-            name, driver="bridge", scope="swarm", internal=True, labels=labels
+            if not self._find_network(SANDBOX_NETWORK):
+                raise SandboxError(f"Could not create the swarm network {SANDBOX_NETWORK}.")
+        with self._lock:
+            self._network_ready = True
+        return SANDBOX_NETWORK
+
+    def _find_network(self, name: str) -> bool:
+        return any(
+            n["Name"] == name and n.get("Scope") == "swarm"
+            for n in self.swarm.networks(filters={"name": name})
         )
-        return name
 
     def _placed(self, name: str, t0: float) -> tuple[str, str]:
         """The service's task and its node, once Swarm has placed it."""
@@ -333,7 +361,7 @@ class SwarmBackend:
     # --- the end --------------------------------------------------------------------------
 
     def remove_sandbox(self, name: str, engines: dict[str, docker.DockerClient]) -> bool:
-        """Remove a sandbox's service, container, volumes and network; never raises. Says
+        """Remove a sandbox's service, container and volumes; never raises. Says
         whether there was anything left to remove. `engines` are the node engines known to
         hold its container."""
         with contextlib.suppress(Exception):
@@ -356,30 +384,7 @@ class SwarmBackend:
             for volume in volume_names(name, task_dirs=True).values():
                 with contextlib.suppress(Exception):
                     engine.api.remove_volume(volume, force=True)
-        return self._remove_network(name) or removed
-
-    def _remove_network(self, name: str) -> bool:
-        # By id: a swarm-scoped bridge also has a copy on each node it was used on, and a
-        # removal by name takes that copy and leaves the swarm's network. The manager frees
-        # it once the task's endpoint is gone, a moment after the container: a network
-        # still in use after that is left to the reaper. A removed one lingers in listings
-        # for a few seconds, where removing it again answers "not found".
-        deadline = time.monotonic() + 10.0
-        while True:
-            try:
-                found = [
-                    n
-                    for n in self.swarm.networks(filters={"name": name})
-                    if n["Name"] == name and n.get("Scope") == "swarm"
-                ]
-                for network in found:
-                    self.swarm.remove_network(network["Id"])
-                return bool(found)
-            except docker.errors.DockerException as exc:
-                gone = isinstance(exc, docker.errors.NotFound) or "not found" in str(exc)
-                if gone or time.monotonic() > deadline:
-                    return False
-                time.sleep(0.1)
+        return removed
 
     def forget(self, sandbox: SwarmSandbox) -> None:
         with self._lock:
@@ -471,14 +476,6 @@ class SwarmBackend:
         services = self.swarm.services(filters={"label": labels})
         found = [
             _Found(*_trial_and_owner(s["Spec"].get("Labels")), s["Spec"]["Name"]) for s in services
-        ]
-        networks = self.swarm.networks(filters={"label": labels})
-        named = {f.name for f in found}
-        # A network whose service is gone (its removal was cut short): an orphan to offer too.
-        found += [
-            _Found(*_trial_and_owner(n.get("Labels")), n["Name"])
-            for n in networks
-            if n["Name"] not in named
         ]
         chosen: Sequence[FoundSandbox] = policy(found)
         removed = []

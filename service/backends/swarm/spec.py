@@ -5,8 +5,11 @@ below is either set on the service as the Docker backend sets it, or got another
 
 | Docker backend (hardening.py)   | here                                                     |
 | ------------------------------- | -------------------------------------------------------- |
-| `--network none`                | refused for services: a per-trial `--internal` bridge    |
-|                                 | network that holds this one container and reaches nothing |
+| `--network none`                | refused for services: the container joins an internal    |
+|                                 | network, whose interface the worker deletes first thing  |
+|                                 | (EXAMHALL_CUT_NETWORK, sandbox/netcut.py, with NET_ADMIN  |
+|                                 | held for that step alone): the agent sees only `lo`, as  |
+|                                 | under `--network none`                                    |
 | `--cap-drop ALL` + WORKER_CAPS  | CapabilityDrop / CapabilityAdd, the same lists           |
 | `no-new-privileges`, seccomp    | cannot be set on a service: the worker sets both on       |
 |                                 | itself first thing (EXAMHALL_SELF_CONFINE, sandbox/      |
@@ -34,13 +37,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sandbox.confine import SELF_CONFINE_ENV
+from sandbox.netcut import CUT_NETWORK_ENV
 from sandbox.protocol import WORKSPACE_DIR
 from service.backends.docker.hardening import LABEL_SECCOMP, TASK_DIRS
 from service.backends.docker.seccomp import profile_digest
 from service.backends.protocol import Resources
 
-# Tells the worker that no engine applied examhall's seccomp profile or no_new_privs.
-SELF_CONFINE_ENV = "EXAMHALL_SELF_CONFINE"
+NET_ADMIN = "NET_ADMIN"
 _TMPFS_OPTIONS = "nosuid,nodev"
 _MASK = {"ReadOnly": True, "TmpfsOptions": {"SizeBytes": 4096, "Mode": 0o555}}
 # How long Swarm waits between SIGTERM and SIGKILL on removal: a trial is over by then.
@@ -80,6 +84,7 @@ def task_template(
     caps: list[str],
     labels: dict[str, str],
     task_dirs: bool,
+    cut_network: bool = True,
     avoid: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The TaskTemplate of one trial's service (Engine API 1.41)."""
@@ -104,13 +109,15 @@ def task_template(
         "ContainerSpec": {
             "Image": image,
             "Labels": {**labels, LABEL_SECCOMP: profile_digest()[:12]},
-            "Env": [f"{SELF_CONFINE_ENV}=1"],
+            # The worker confines itself, and leaves itself only `lo`, before reading anything.
+            "Env": [f"{SELF_CONFINE_ENV}=1", *([f"{CUT_NETWORK_ENV}=1"] if cut_network else [])],
             "OpenStdin": True,
             "TTY": False,
             "Init": True,
             "ReadOnly": True,
             "CapabilityDrop": ["ALL"],
-            "CapabilityAdd": caps,
+            # NET_ADMIN for the worker's first step alone, which deletes eth0 and drops it.
+            "CapabilityAdd": [*caps, *([NET_ADMIN] if cut_network else [])],
             "Mounts": mounts,
             "StopGracePeriod": STOP_GRACE_NS,
         },
