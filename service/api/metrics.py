@@ -59,6 +59,12 @@ def render(session: Session, containers_running: int, nodes: list[NodeStatus]) -
     family("examhall_nodes", "gauge", "Machines trials run on, by state.")
     for state in NODE_STATES:
         lines.append(_line("examhall_nodes", sum(n.state == state for n in nodes), state=state))
+    family("examhall_node_state", "gauge", "Each machine's state: 1 for the one it is in.")
+    for node in nodes:
+        for state in NODE_STATES:
+            lines.append(
+                _line("examhall_node_state", int(node.state == state), node=node.name, state=state)
+            )
     family("examhall_node_trials", "gauge", "examhall's sandboxes running on each machine.")
     for node in nodes:
         lines.append(_line("examhall_node_trials", node.trials, node=node.name))

@@ -166,6 +166,10 @@ def test_metrics_count_what_the_store_holds(start_server: Any) -> None:
     assert samples["examhall_queue_depth"] == 0
     assert samples["examhall_containers_running"] == 0
     assert samples['examhall_jobs{status="finished"}'] == 1
+    # One box, one node: the engine, ready, with no trial running now.
+    assert samples['examhall_nodes{state="ready"}'] == 1
+    assert samples['examhall_nodes{state="down"}'] == 0
+    assert [v for k, v in samples.items() if k.startswith("examhall_node_trials{")] == [0]
     walls = [t["wall_s"] for t in trials]
     assert samples["examhall_trial_duration_seconds_count"] == len(trials) == 12
     assert samples["examhall_trial_duration_seconds_sum"] == pytest.approx(sum(walls), rel=1e-6)

@@ -64,11 +64,13 @@ def test_every_api_route_needs_a_valid_token(start_server: Any) -> None:
     # Nothing was created or cancelled by the rejected calls.
     assert len(server.http.get("/v1/jobs").json()) == 1
     assert server.http.get(f"/v1/jobs/{job_id}").json()["status"] == "finished"
-    # /healthz is for load balancers and compose: no token, and no data beyond up or down.
+    # /healthz is for load balancers and compose: no token, and no data beyond up or down
+    # (of the store, the engine, and the machines trials run on: this one engine).
     assert httpx.get(f"{server.url}/healthz").json() == {
         "status": "ok",
         "database": "ok",
         "docker": "ok",
+        "nodes": {"ready": 1, "drained": 0, "down": 0},
     }
 
 
