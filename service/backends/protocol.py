@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class SandboxError(Exception):
@@ -134,3 +134,12 @@ class SandboxBackend(Protocol):
     def nodes(self) -> list[NodeStatus]:
         """The machines sandboxes run on and how many run on each; raises SandboxError
         when the engine cannot be asked."""
+
+
+@runtime_checkable
+class BuildsImages(Protocol):
+    """A backend whose sandboxes can run images built on this control plane's Docker engine
+    (task environments, agent layers): Docker's, and Swarm's, which pushes them to its nodes."""
+
+    def build_engine(self) -> tuple[Any, str]:
+        """The engine to build on (a docker.DockerClient) and the sandbox image there."""

@@ -18,8 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import case_environments, task_suites
-from service.backends.docker import DockerBackend
-from service.backends.protocol import SandboxBackend
+from service.backends.protocol import BuildsImages, SandboxBackend
 from service.domain.agents import AgentEnvironment
 from service.domain.job_spec import JobSpec
 from service.domain.status import JobStatus
@@ -204,9 +203,10 @@ class EnvironmentPreparer:
 def make_preparer(
     sessions: sessionmaker[Session], backend: SandboxBackend, *, on_ready: Callable[[], None]
 ) -> EnvironmentPreparer | None:
-    """The preparer of a backend that can build images on its engine (Docker's), else None:
-    task suites are then refused at submission."""
-    if not isinstance(backend, DockerBackend):
+    """The preparer of a backend that runs images built on this control plane's engine
+    (Docker's, Swarm's), else None: task suites are then refused at submission."""
+    if not isinstance(backend, BuildsImages):
         return None
-    builder = EnvironmentBuilder(backend.client, sandbox_image=backend.image)
+    client, sandbox_image = backend.build_engine()
+    builder = EnvironmentBuilder(client, sandbox_image=sandbox_image)
     return EnvironmentPreparer(sessions, builder, on_ready=on_ready)

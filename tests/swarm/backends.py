@@ -6,10 +6,10 @@ import time
 import uuid
 
 import docker
-from tests.swarm.cluster import Cluster
 
 from service.backends.swarm import SwarmBackend, SwarmSettings, connect
 from service.backends.swarm.images import ImagePublisher
+from tests.swarm.cluster import Cluster
 
 
 def swarm_backend(
@@ -19,7 +19,9 @@ def swarm_backend(
     cluster's registry, with a scope of its own (its reaps touch only what it started)."""
     publisher = ImagePublisher(local, cluster.registry_push, cluster.registry_pull)
     image = publisher.publish(sandbox_image)
-    settings = SwarmSettings(image=image, scope=scope or f"tests-{uuid.uuid4().hex[:12]}")
+    settings = SwarmSettings(
+        image=image, scope=scope or f"tests-{uuid.uuid4().hex[:12]}", local_image=sandbox_image
+    )
     return SwarmBackend(settings, connect(cluster.manager_url), publisher)
 
 

@@ -79,6 +79,30 @@ def test_health_and_metrics_report_the_nodes(server: Server, swarm_cluster: Clus
         assert f'examhall_node_trials{{node="{node.name}"}} 0' in metrics
 
 
+def test_a_task_suite_runs_in_its_environment_pushed_to_the_nodes(
+    server: Server, swarm_cluster: Cluster
+) -> None:
+    """A Harbor task's environment is built on the control plane's engine, pushed to the box's
+    registry when its trial starts, and pulled by the node Swarm picks; its verifier scores
+    the trial there as on one box (the oracle passes, nop fails)."""
+    created = server.submit(
+        suite="harbor_demo",
+        cases=["count-lines"],
+        variants={"nop": {"agent": "nop"}, "oracle": {"agent": "oracle"}},
+        baseline="nop",
+        rounds=2,
+    )
+    job = server.wait(created["id"], timeout=1200)
+    assert job["error"] is None, job["error"]
+    trials = _trials(server, created["id"])
+    assert {(t["variant"], t["outcome"]) for t in trials} == {
+        ("oracle", "passed"),
+        ("nop", "failed"),
+    }, [(t["variant"], t["outcome"], t["error_message"]) for t in trials]
+    assert all(t["image"].startswith("examhall/env:") for t in trials)
+    assert {t["node"] for t in trials} <= {n.name for n in swarm_cluster.nodes}
+
+
 def test_a_drained_node_gets_no_trials(server: Server, swarm_cluster: Cluster) -> None:
     swarm_cluster.drain("node-2")
     try:

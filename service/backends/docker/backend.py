@@ -170,6 +170,9 @@ class DockerBackend:
             engine_confinement=s.engine_confinement,
         )
 
+    def build_engine(self) -> tuple[docker.DockerClient, str]:
+        return self.client, self.image
+
     def engine_name(self) -> str | None:
         """The engine's host name, asked once: the one node this backend has."""
         if self._engine_name is None:

@@ -63,5 +63,10 @@ def create(
     )
     progress(f"Pushing the sandbox image to the box's registry {settings.swarm_registry}.")
     pulled = publisher.publish(image)
-    config = SwarmSettings(image=pulled, egress_network=settings.swarm_egress_network, scope=scope)
+    config = SwarmSettings(
+        image=pulled,
+        egress_network=settings.swarm_egress_network,
+        scope=scope,
+        local_image=image,
+    )
     return SwarmBackend(config, manager, publisher, pulled.rpartition("@")[2] or None)

@@ -87,6 +87,8 @@ class SwarmSettings:
     owner: str = field(default_factory=instance_id)
     # As DockerSettings.scope: a test run reaps only what it started.
     scope: str | None = None
+    # The sandbox image on this control plane's engine, which task environments build on.
+    local_image: str | None = None
     # From create to a running container: a node new to an image pulls it first.
     place_timeout_s: float = 120.0
 
@@ -241,6 +243,10 @@ class SwarmBackend:
             self._watched[name] = sandbox
         self._wake.set()
         return sandbox
+
+    def build_engine(self) -> tuple[docker.DockerClient, str]:
+        """Environments are built here and pushed to the nodes when a trial starts in one."""
+        return self.publisher.local, self.settings.local_image or self.image
 
     def _avoid(self, node_id: str) -> None:
         with self._lock:
