@@ -25,6 +25,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests
 
 from service.backends.docker.attach import AttachChannel
 from service.backends.docker.hardening import (
@@ -131,11 +132,17 @@ class SwarmSandbox:
             try:
                 state = self.engine.api.wait(self.container_id, timeout=max(1, round(timeout_s)))
                 oom = self.engine.api.inspect_container(self.container_id)["State"]["OOMKilled"]
-            except Exception as exc:  # the node's engine is gone, or never answered in time
+            except Exception as exc:
+                self.lost = self.backend.node_trouble(self.node_id)
+                if self.lost is None and not isinstance(exc, requests.ConnectionError):
+                    # The engine answered, late or with an error: as on the Docker backend,
+                    # the exit state is unknown, and what the worker said stands.
+                    raise SandboxError(f"Could not read the container's exit state: {exc}") from exc
+                # No connection at all: the node's engine is gone with its machine.
                 self.backend.engines.forget(self.node_id)
                 self.backend._avoid(self.node_id)
                 self.engine_gone = True
-                self.lost = self.backend.node_trouble(self.node_id) or (
+                self.lost = self.lost or (
                     f"The engine of node {self.backend.node_name(self.node_id)} stopped "
                     f"answering during the trial: {exc}"
                 )
@@ -409,11 +416,13 @@ class SwarmBackend:
                 self._wake.clear()
                 continue
             with contextlib.suppress(Exception):  # a manager hiccup: try again next time
-                self._refresh_nodes()
+                nodes = {n.id: n for n in self._refresh_nodes()}  # one call for them all
                 for sandbox in watched:
-                    trouble = self.node_trouble(sandbox.node_id)
-                    if trouble is not None:
-                        sandbox.mark_lost(trouble)
+                    node = nodes.get(sandbox.node_id)
+                    if node is None:
+                        sandbox.mark_lost(_left(sandbox.node_id))
+                    elif node.state != "ready":
+                        sandbox.mark_lost(_unready(node.name, node.state))
             time.sleep(WATCH_S)
 
     def _refresh_nodes(self) -> list[Node]:
@@ -427,13 +436,13 @@ class SwarmBackend:
         try:
             node = self.swarm.inspect_node(node_id)
         except docker.errors.NotFound:
-            return f"Swarm node {node_id} left the swarm during the trial."
+            return _left(node_id)
         except docker.errors.DockerException:
             return None  # the manager is what we cannot reach; the node may be fine
         state = node_state(node)
         if state == "ready":
             return None
-        return f"Swarm node {self.node_name(node_id)} was {state} during the trial."
+        return _unready(self.node_name(node_id), state)
 
     def is_down(self, node_id: str) -> bool:
         with self._lock:
@@ -490,6 +499,14 @@ class SwarmBackend:
             if self.remove_sandbox(sandbox.name, {}):
                 removed.append(sandbox.trial_id)
         return removed
+
+
+def _left(node_id: str) -> str:
+    return f"Swarm node {node_id} left the swarm during the trial."
+
+
+def _unready(name: str, state: str) -> str:
+    return f"Swarm node {name} was {state} during the trial."
 
 
 def _trial_and_owner(labels: dict[str, str] | None) -> tuple[str, str]:
