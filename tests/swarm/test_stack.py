@@ -121,7 +121,15 @@ def test_stack_on_three_nodes(docker_client: docker.DockerClient, tmp_path: Path
     )
     assert done.returncode == 0, done.stderr[-4000:]
     _progress(f"examhall box build --swarm: {time.monotonic() - started:.0f} s")
-    update_env_file(env_file, {"EXAMHALL_SWARM_REGISTRY_PULL": f"{BOX_ALIAS}:5000"})
+    # An operator's settings, which reach the control plane through the env file. All trials
+    # at once, whatever this machine's CPU count (the default): Swarm spreads them.
+    update_env_file(
+        env_file,
+        {
+            "EXAMHALL_SWARM_REGISTRY_PULL": f"{BOX_ALIAS}:5000",
+            "EXAMHALL_MAX_CONTAINERS": str(SMOKE_CASES * ROUNDS),
+        },
+    )
     settings = read_env_file(env_file)
 
     cluster = Cluster.start(
@@ -171,7 +179,7 @@ def test_stack_on_three_nodes(docker_client: docker.DockerClient, tmp_path: Path
         control_plane = _wait_for(lambda: _healthy(box.client), 300, "a healthy control plane")
         _progress(f"stack deploy to healthy: {time.monotonic() - mark:.0f} s")
 
-        _exec(control_plane, "examhall", "admin", "create-team", "red", "--max-containers", "4")
+        _exec(control_plane, "examhall", "admin", "create-team", "red", "--max-containers", "8")
         token = _exec(control_plane, "examhall", "admin", "create-token", "red").strip()
         health = json.loads(
             _exec(
