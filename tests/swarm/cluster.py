@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,6 +195,10 @@ class Cluster:
     node_image: str
     nodes: list[Node] = field(default_factory=list)
     registry_pull: str = f"{REGISTRY_ALIAS}:{REGISTRY_PORT}"  # where the nodes pull from
+    # More arguments for every node's dockerd (e.g. another --insecure-registry), and more
+    # names of a node on the private network, by node name: see `start`.
+    engine_args: tuple[str, ...] = ()
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds, by phase
     progress: Progress = _quiet
 
@@ -208,10 +212,14 @@ class Cluster:
         *,
         label: str | None = None,
         managers: int = 1,
+        engine_args: Sequence[str] = (),
+        aliases: Mapping[str, Sequence[str]] | None = None,
         progress: Progress = _quiet,
     ) -> Cluster:
         """Start a registry and `nodes` engines on a private network and make them a swarm:
-        node-1 initialises it, nodes 2..`managers` join as managers, the rest as workers."""
+        node-1 initialises it, nodes 2..`managers` join as managers, the rest as workers.
+        `engine_args` go to every node's dockerd; `aliases` gives nodes more names on the
+        private network (e.g. {"node-1": ["box"]}, for a registry a node's containers serve)."""
         if not 1 <= managers <= nodes:
             raise ValueError(f"managers must be between 1 and nodes ({nodes}), not {managers}")
         label = label or f"t{uuid.uuid4().hex[:10]}"
@@ -243,6 +251,8 @@ class Cluster:
                 registry=registry,
                 registry_push=registry_push,
                 node_image=node_image,
+                engine_args=tuple(engine_args),
+                aliases={name: tuple(names) for name, names in (aliases or {}).items()},
                 progress=progress,
             )
             progress(f"Starting {nodes} swarm nodes on {network.name}...")
@@ -288,13 +298,17 @@ class Cluster:
 
     def _start_node_container(self, index: int) -> tuple[str, Container]:
         name = f"node-{index}"
+        endpoint = self.host.api.create_endpoint_config(aliases=list(self.aliases.get(name, ())))
         container = self.host.containers.run(
             self.node_image,
+            # Arguments of the entrypoint, which passes them on to dockerd.
+            command=list(self.engine_args),
             name=f"examhall-swarm-{self.label}-{name}",
             hostname=name,
             detach=True,
             labels=_labels(self.label, "node"),
             network=self.network.name,
+            networking_config={self.network.name: endpoint},
             ports={f"{ENGINE_PORT}/tcp": ("127.0.0.1", None)},
             environment={
                 "EXAMHALL_NODE_STORAGE_DRIVER": NODE_STORAGE_DRIVER,
