@@ -119,6 +119,26 @@ def test_a_drained_node_gets_no_trials(server: Server, swarm_cluster: Cluster) -
         swarm_cluster.activate("node-2")
 
 
+def test_a_node_drained_mid_trial_loses_its_trials_to_the_others(
+    server: Server, backend: SwarmBackend, swarm_cluster: Cluster
+) -> None:
+    node = swarm_cluster.node("node-3")
+    created = server.submit(suite=SLOW, model=FAUX, rounds=6)
+    job_id = created["id"]
+    _wait_for(lambda: _running_on(backend, node.node_id) > 0, 120, "a trial on node-3")
+    swarm_cluster.drain(node.name)
+    try:
+        server.wait(job_id, timeout=600)
+    finally:
+        swarm_cluster.activate(node.name)
+    trials = _trials(server, job_id)
+    _scored_once_each(trials, cases=2, rounds=6)
+    lost = [t for t in trials if t["error_kind"] == "infra_error"]
+    assert lost and all("drained" in t["error_message"] for t in lost), lost
+    assert {t["node"] for t in lost} == {node.name}
+    assert leftovers(backend, swarm_cluster) == []
+
+
 def test_a_fresh_node_pulls_the_image_through_the_registry_and_a_killed_node_loses_nothing(
     server: Server, backend: SwarmBackend, swarm_cluster: Cluster
 ) -> None:
