@@ -44,6 +44,7 @@ def populate(
     rounds: int,
     paired: bool,
     cases_count: int | None = None,
+    bootstrap: int = 2,
 ) -> str:
     arms = ["without_docs", "with_docs"] if paired else ["default"]
     if cases_count:
@@ -61,6 +62,7 @@ def populate(
         "variants": {arm: variant for arm in arms},
         "baseline": "without_docs" if paired else None,
         "arms": arms if paired else [],
+        "bootstrap": bootstrap,
     }
     rows: list[dict[str, Any]] = []
     order = 0

@@ -73,6 +73,7 @@ def job_facts(
         docs_name=spec.docs_name,
         environments=environments,
         error=job.error,
+        bootstrap=spec.bootstrap,
     )
 
 
