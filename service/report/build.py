@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from service.domain.status import JobStatus, Outcome, TrialStatus
 from service.report import resampling
@@ -55,8 +55,10 @@ class JobFacts:
     bootstrap: int = resampling.V1
 
 
-@dataclass(frozen=True)
-class TrialFacts:
+class TrialFacts(NamedTuple):
+    """One attempt of a planned trial, as the report reads it. A named tuple, not a
+    dataclass: a large job's report makes one for each of 100,000 rows."""
+
     case_id: str
     variant: str
     round: int
@@ -158,7 +160,10 @@ def build_report(
     *,
     case_order: Sequence[str],
     generated_at: datetime,
+    models_returned: Sequence[str] | None = None,
 ) -> Report:
+    """The report. `models_returned`, when given, is the distinct models the trials' answers
+    named (the store reads them apart); else they come from the trials."""
     by_variant: dict[str, list[TrialFacts]] = defaultdict(list)
     for trial in trials:
         by_variant[trial.variant].append(trial)
@@ -228,7 +233,9 @@ def build_report(
             f"The job is still {job.status}: {finished} of {job.planned} trials finished; "
             "these numbers will change."
         )
-    returned = sorted({t.model_returned for t in trials if t.model_returned})
+    if models_returned is None:
+        models_returned = [t.model_returned for t in trials if t.model_returned]
+    returned = sorted(set(models_returned))
     return Report(
         schema_version=SCHEMA_VERSION,
         job=job.id,

@@ -11,13 +11,14 @@ names the version.
 - Version 2: resample r is the r-th call of
   `numpy.random.Generator(numpy.random.PCG64(seed)).integers(0, n, size=n)`. The draws are
   made in blocks of resamples and counted per case (`bincount`), and every statistic over
-  the same cases is one product of that count matrix with the cases' values, so the arms'
-  rates and the paired lift share one draw matrix where their case sets agree.
+  the same cases is one integer product of that count matrix with the cases' values, so
+  the arms' rates and the paired lift share one draw matrix where their case sets agree.
 
 Both compute a resample's mean exactly where they can: each case's value is a fraction,
 scaled to the column's common denominator, so the mean of a resample is an integer over an
-integer, rounded once (`estimates._exact_mean`). Version 2 does the integer sums in float64,
-exact while every sum stays under 2**53 (checked; else the per-case floats are summed).
+integer, rounded once (`estimates._exact_mean`). Version 2 sums in int64 and divides in
+float64, exact while every sum stays under 2**53 (checked; else the per-case floats are
+summed, which only denominators with a common multiple past 2**53 / n need).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ GENERATORS = {
     V2: "numpy.random.Generator(PCG64(seed)).integers(0, n, size=n) per resample",
 }
 
-# Values of one block of resamples held at once (draws and counts, 8 bytes each): large
-# enough that numpy's per-call cost vanishes, small enough to stay out of the resident set.
+# Values of one block of resamples held at once (draws and counts, 8 bytes each, 4 MiB
+# apiece): large enough that numpy's per-call cost vanishes, small enough to leave the
+# resident set alone.
 _BLOCK_VALUES = 1 << 19
 _EXACT = 1 << 53
 
@@ -110,23 +112,22 @@ def _v1(columns: Sequence[Fractions], *, seed: int, resamples: int) -> list[list
 def _v2(columns: Sequence[Fractions], *, seed: int, resamples: int) -> list[list[float]]:
     import numpy as np
 
-    n = len(columns[0])
-    exact: list[bool] = []
-    matrix = np.empty((n, len(columns)), dtype=np.float64)
-    divisors = np.empty(len(columns), dtype=np.float64)
-    for j, column in enumerate(columns):
-        numerators, denominator = _scaled(column)
-        # A resample's sum is at most n times the largest numerator: exact in float64 below
-        # 2**53, whatever order the product adds it up in, and so is the division after.
-        if max(map(abs, numerators)) * n < _EXACT and denominator < _EXACT:
-            matrix[:, j] = numerators
-            divisors[j] = denominator
-            exact.append(True)
-        else:
-            matrix[:, j] = [num / den for num, den in column]
-            divisors[j] = n
-            exact.append(False)
-    sums = np.empty((resamples, len(columns)), dtype=np.float64)
+    n, m = len(columns[0]), len(columns)
+    scaled = [_scaled(column) for column in columns]
+    # Exact when every resample's integer sum, and the denominator, are below 2**53: then
+    # the int64 sums convert to float64 unchanged and one division rounds the mean once.
+    exact = all(
+        max(map(abs, numerators)) * n < _EXACT and denominator < _EXACT
+        for numerators, denominator in scaled
+    )
+    if exact:
+        matrix = np.array([numerators for numerators, _ in scaled], dtype=np.int64).T.copy()
+        divisors = np.array([denominator for _, denominator in scaled], dtype=np.float64)
+    else:
+        floats = [[num / den for num, den in column] for column in columns]
+        values = np.array(floats, dtype=np.float64)
+        divisors = np.full(m, float(n))
+    sums = np.empty((resamples, m), dtype=np.float64)
     rng = np.random.Generator(np.random.PCG64(seed))
     block = max(1, min(resamples, _BLOCK_VALUES // max(n, 1)))
     offsets = (np.arange(block, dtype=np.int64) * n)[:, None]
@@ -135,17 +136,17 @@ def _v2(columns: Sequence[Fractions], *, seed: int, resamples: int) -> list[list
         rows = min(block, resamples - start)
         for row in range(rows):
             drawn[row] = rng.integers(0, n, size=n)
-        if all(exact):
-            # How often each resample picked each case; a float64 product of counts and
-            # integers below 2**53 is exact.
-            flat = (drawn[:rows] + offsets[:rows]).ravel()
-            counts = np.bincount(flat, minlength=rows * n).reshape(rows, n)
-            sums[start : start + rows] = counts.astype(np.float64) @ matrix
+        if exact:
+            # How often each resample picked each case, times each case's integer value:
+            # an integer product (no BLAS threads, no rounding).
+            drawn[:rows] += offsets[:rows]
+            counts = np.bincount(drawn[:rows].ravel(), minlength=rows * n).reshape(rows, n)
+            sums[start : start + rows] = counts @ matrix
         else:
-            for j in range(len(columns)):
-                sums[start : start + rows, j] = matrix[:, j][drawn[:rows]].sum(axis=1)
+            for j in range(m):
+                sums[start : start + rows, j] = values[j][drawn[:rows]].sum(axis=1)
     means = sums / divisors
-    return [means[:, j].tolist() for j in range(len(columns))]
+    return [means[:, j].tolist() for j in range(m)]
 
 
 @dataclass

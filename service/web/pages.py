@@ -61,7 +61,15 @@ def jobs_page(jobs: Sequence[JobView], who: str) -> str:
 # ----- a job --------------------------------------------------------------------------
 
 
+# A page lists at most this many cases in its grid, and of a comparison's blocked pairs and
+# flaky cases: a job of 100,000 trials would otherwise be a page of as many cells, slow to
+# make and to read. The API and the report list everything.
+GRID_CASES = 100
+LISTED = 100
+
+
 def job_page(job: JobView, report: Report, trials: Sequence[GridTrial], who: str) -> str:
+    """The job's page; `trials` need only be those of its first GRID_CASES cases."""
     spec = JobSpec.model_validate(job.spec)
     busy = job.status in _BUSY
     return render(
@@ -70,8 +78,9 @@ def job_page(job: JobView, report: Report, trials: Sequence[GridTrial], who: str
         report=report,
         model=spec.model_text(),
         busy=busy,
+        listed=LISTED,
         chart=chart(report.variants, report.k),
-        grid=grid(spec.cases, variant_order(spec), report.k, trials),
+        grid=grid(spec.cases[:GRID_CASES], variant_order(spec), report.k, trials),
         telemetry=TELEMETRY,
         who=who,
         refresh_s=REFRESH_S if busy else None,
