@@ -113,7 +113,7 @@ def _job_page(c: Context, caller: Principal, job_id: str) -> HTMLResponse:
         except HTTPException as exc:
             return html(pages.not_found_page(str(exc.detail), caller.name), exc.status_code)
         spec = JobSpec.model_validate(job.spec)
-        trials = grid_trials(session, job.id, spec.cases[: pages.GRID_CASES])
+        trials = grid_trials(session, job.id, pages.grid_cases(spec))
         return html(
             pages.job_page(job_view(session, job), job_report(session, job), trials, caller.name)
         )
