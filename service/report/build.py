@@ -167,6 +167,17 @@ def build_report(
     by_variant: dict[str, list[TrialFacts]] = defaultdict(list)
     for trial in trials:
         by_variant[trial.variant].append(trial)
+    # The variants in the order of their first trial by (case id, variant): the order the
+    # store's rows came in when they were read by the (job, case, variant, round) index, now
+    # explicit so that it does not depend on the database's plan.
+    first_case: dict[str, str] = {}
+    for trial in trials:
+        if trial.variant not in first_case or trial.case_id < first_case[trial.variant]:
+            first_case[trial.variant] = trial.case_id
+    by_variant = {
+        name: by_variant[name]
+        for name in sorted(by_variant, key=lambda name: (first_case[name], name))
+    }
     # Every bootstrap of the report runs in one batch: with version 2, columns over the same
     # cases (the arms' pass@1, the lift) share one draw matrix.
     batch = resampling.Batch(job.bootstrap, job.seed, DEFAULT_RESAMPLES)
