@@ -1,7 +1,10 @@
 """A job's live progress as server-sent events.
 
 The stream polls the store rather than listening to this process's scheduler, because the
-trials of one job may be run by several control planes on one database. Events:
+trials of one job may be run by several control planes on one database. Each poll reads the
+job's change marker (its counts row's version, `service.store.counts`) and, when it moved,
+only the trials changed since the last version seen, so a poll costs the store work in
+proportion to what changed, not to the size of the job. Events:
 
 - `trial`: a trial started or finished (id, case, variant, round, attempt, status, outcome);
 - `counts`: the job's status and counts, whenever they change;
@@ -27,6 +30,7 @@ from service.api.views import job_counts
 from service.domain.status import JobStatus
 from service.report.from_store import job_report
 from service.report.model import MetricView, Report
+from service.store import counts
 from service.store.jobs import find_job
 from service.store.trials import started_trials
 
@@ -77,23 +81,36 @@ class JobWatch:
         self.counts: dict[str, Any] | None = None
         self.finished = -1
         self.report_at = 0.0
+        # The job's version (`JobCounts.version`) this watch has read the trials up to.
+        self.version = -1
+        self.status: str | None = None
 
     def poll(self) -> tuple[list[str], bool]:
         """The events to send now, and whether the job is over."""
         out: list[str] = []
         with self.sessions() as session:
+            # The marker first: a change committed after it is read again next time, never
+            # missed (the trials' seen states drop the repeats).
+            version = counts.version(session, self.job_id)
             job = find_job(session, self.job_id)
             if job is None:  # deleted under us; nothing more will come
                 return [sse("end", {"status": "gone"})], True
-            for row in started_trials(session, self.job_id):
+            moved = version is None or version != self.version or job.status != self.status
+            report_due = self.counts is not None and self.counts["finished"] != self.finished
+            if not moved and not report_due:
+                return out, False  # nothing changed: the marker and the job's row, read
+            for row in started_trials(session, self.job_id, self.version) if moved else ():
                 if self.trials.get(row.id) != row.status:
                     self.trials[row.id] = row.status
                     out.append(sse("trial", dict(row._mapping)))
-            counts = {"status": job.status, **job_counts(session, job.id).model_dump()}
-            if counts != self.counts:
-                self.counts = counts
-                out.append(sse("counts", {"planned_trials": job.planned, **counts}))
-            finished = counts["finished"]
+            # A job without a counts row (a bulk load) has no marker: read it all each time.
+            self.version = -1 if version is None else version
+            self.status = job.status
+            job_state = {"status": job.status, **job_counts(session, job.id).model_dump()}
+            if job_state != self.counts:
+                self.counts = job_state
+                out.append(sse("counts", {"planned_trials": job.planned, **job_state}))
+            finished = job_state["finished"]
             over = job.status in DONE
             due = time.monotonic() - self.report_at >= REPORT_EVERY_S
             if finished != self.finished and (due or over):

@@ -252,6 +252,10 @@ class JobSpec(BaseModel):
     docs_sha256: str | None = None
     # A Python suite's cases that run in an environment of their own: case id -> its spec.
     environments: dict[str, dict[str, Any]] | None = None
+    # The version of the bootstrap's draws its report uses (`service.report.resampling`):
+    # fixed at submission, so a recomputed report keeps its intervals. Jobs stored before
+    # versions existed have none: version 1.
+    bootstrap: int = 1
 
     def variant(self, name: str) -> VariantSpec:
         return self.variants[name]

@@ -14,6 +14,7 @@ from service.domain.agents import AgentEnvironment
 from service.domain.docs_sets import DocsSetError, load_docs
 from service.domain.job_spec import Harness, JobRequest, JobSpec, ModelSpec, VariantSpec
 from service.providers import ProviderRegistry, default_model
+from service.report.resampling import CURRENT as BOOTSTRAP_VERSION
 from service.suites import load_suite, shipped_suites
 
 DEFAULT_VARIANT = "default"
@@ -288,4 +289,5 @@ def job_spec(request: JobRequest, design: Design) -> JobSpec:
         docs_name=design.docs_name,
         docs_sha256=docs_sha,
         environments=dict(design.environments) or None,
+        bootstrap=BOOTSTRAP_VERSION,
     )

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from service.domain.status import JobStatus, Outcome, TrialStatus
-from service.report.estimates import Metric, estimate, pass_at_1, pass_at_k, pass_hat_k
+from service.report import resampling
+from service.report.estimates import DEFAULT_RESAMPLES, Metric, finish_estimate, plan_estimate
 from service.report.model import (
     SCHEMA_VERSION,
+    Bootstrap,
     CaseRow,
     EnvironmentImage,
     MetricView,
@@ -22,7 +25,7 @@ from service.report.model import (
     VariantReport,
 )
 from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED, verdict
-from service.report.paired import compare
+from service.report.paired import plan_compare
 
 
 @dataclass(frozen=True)
@@ -48,10 +51,14 @@ class JobFacts:
     environments: tuple[tuple[str, str, str, str | None], ...] = ()
     # Why the job ended without running (an environment that did not build).
     error: str | None = None
+    # The bootstrap's version (`resampling`), the job's since its submission.
+    bootstrap: int = resampling.V1
 
 
-@dataclass(frozen=True)
-class TrialFacts:
+class TrialFacts(NamedTuple):
+    """One attempt of a planned trial, as the report reads it. A named tuple, not a
+    dataclass: a large job's report makes one for each of 100,000 rows."""
+
     case_id: str
     variant: str
     round: int
@@ -117,17 +124,20 @@ def _outcomes(finals: Sequence[TrialFacts], all_trials: Sequence[TrialFacts]) ->
 
 
 def _per_case(cases: dict[str, list[bool]], k: int) -> list[CaseRow]:
+    # Each case's rates as `estimates` works them out for one case (its fraction, divided
+    # once), without building a one-case mapping per metric for every case.
     rows = []
     for case_id, runs in cases.items():
-        one = {case_id: runs}
+        n, c = len(runs), sum(runs)
+        whole = math.comb(n, k) if n >= k else 0
         rows.append(
             CaseRow(
                 case=case_id,
-                n=len(runs),
-                passes=sum(runs),
-                pass_at_1=pass_at_1(one) if runs else None,
-                pass_hat_k=pass_hat_k(one, k),
-                pass_at_k=pass_at_k(one, k),
+                n=n,
+                passes=c,
+                pass_at_1=c / n if runs else None,
+                pass_hat_k=math.comb(c, k) / whole if whole else None,
+                pass_at_k=(whole - math.comb(n - c, k)) / whole if whole else None,
             )
         )
     return rows
@@ -150,11 +160,28 @@ def build_report(
     *,
     case_order: Sequence[str],
     generated_at: datetime,
+    models_returned: Sequence[str] | None = None,
 ) -> Report:
+    """The report. `models_returned`, when given, is the distinct models the trials' answers
+    named (the store reads them apart); else they come from the trials."""
     by_variant: dict[str, list[TrialFacts]] = defaultdict(list)
     for trial in trials:
         by_variant[trial.variant].append(trial)
-    variants = []
+    # The variants in the order of their first trial by (case id, variant): the order the
+    # store's rows came in when they were read by the (job, case, variant, round) index, now
+    # explicit so that it does not depend on the database's plan.
+    first_case: dict[str, str] = {}
+    for trial in trials:
+        if trial.variant not in first_case or trial.case_id < first_case[trial.variant]:
+            first_case[trial.variant] = trial.case_id
+    by_variant = {
+        name: by_variant[name]
+        for name in sorted(by_variant, key=lambda name: (first_case[name], name))
+    }
+    # Every bootstrap of the report runs in one batch: with version 2, columns over the same
+    # cases (the arms' pass@1, the lift) share one draw matrix.
+    batch = resampling.Batch(job.bootstrap, job.seed, DEFAULT_RESAMPLES)
+    planned = []
     finals_by_variant = []
     for name, variant_trials in by_variant.items():
         finals = final_attempts(variant_trials)
@@ -164,24 +191,12 @@ def build_report(
             passed = verdict(trial.status, trial.outcome, trial.error_kind)
             if passed is not None:
                 cases.setdefault(trial.case_id, []).append(passed)
-        summary = estimate(
-            {c: runs for c, runs in cases.items() if runs}, job.rounds, seed=job.seed
-        )
-        variants.append(
-            VariantReport(
-                name=name,
-                pass_at_1=_view(summary.pass_at_1),
-                pass_hat_k=_view(summary.pass_hat_k),
-                pass_at_k=_view(summary.pass_at_k),
-                scored_trials=summary.trials,
-                outcomes=_outcomes(finals, variant_trials),
-                cases=_per_case(cases, job.rounds),
-            )
-        )
+        scored = {c: runs for c, runs in cases.items() if runs}
+        planned.append((name, plan_estimate(scored, job.rounds, batch), cases, finals))
     # The job's final attempts are its variants' (an attempt's key holds its variant).
     finals = sorted(itertools.chain.from_iterable(finals_by_variant), key=lambda t: t.order)
     comparisons = [
-        compare(
+        plan_compare(
             finals,
             baseline=job.baseline,
             candidate=candidate,
@@ -189,12 +204,27 @@ def build_report(
             rounds=job.rounds,
             # pass^1 is pass@1; with one round, say that stability is unknown instead.
             k=max(2, job.rounds),
-            seed=job.seed,
+            batch=batch,
             attempts=trials,
         )
         for candidate in job.arms
         if job.baseline is not None and candidate != job.baseline
     ]
+    batch.run()
+    variants = []
+    for name, estimate_plan, cases, variant_finals in planned:
+        summary = finish_estimate(estimate_plan, batch)
+        variants.append(
+            VariantReport(
+                name=name,
+                pass_at_1=_view(summary.pass_at_1),
+                pass_hat_k=_view(summary.pass_hat_k),
+                pass_at_k=_view(summary.pass_at_k),
+                scored_trials=summary.trials,
+                outcomes=_outcomes(variant_finals, by_variant[name]),
+                cases=_per_case(cases, job.rounds),
+            )
+        )
     done = TrialStatus.FINISHED
     finished = sum(1 for t in finals if t.status == done)
     notes = []
@@ -214,14 +244,16 @@ def build_report(
             f"The job is still {job.status}: {finished} of {job.planned} trials finished; "
             "these numbers will change."
         )
-    returned = sorted({t.model_returned for t in trials if t.model_returned})
+    if models_returned is None:
+        models_returned = [t.model_returned for t in trials if t.model_returned]
+    returned = sorted(set(models_returned))
     return Report(
         schema_version=SCHEMA_VERSION,
         job=job.id,
         status=JobStatus(job.status),
         k=job.rounds,
         variants=variants,
-        comparisons=comparisons,
+        comparisons=[finish() for finish in comparisons],
         notes=notes,
         record=Record(
             service_version=job.service_version,
@@ -244,6 +276,11 @@ def build_report(
             k=job.rounds,
             cases=list(case_order),
             seed=job.seed,
+            bootstrap=Bootstrap(
+                version=job.bootstrap,
+                generator=resampling.GENERATORS[job.bootstrap],
+                resamples=DEFAULT_RESAMPLES,
+            ),
             planned_trials=job.planned,
         ),
     )

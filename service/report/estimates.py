@@ -1,7 +1,8 @@
 """Pass rates and their uncertainty, computed from scored trials grouped by case.
 
-Pure functions over plain data: no I/O, no database, standard library only (the service
-ships without numpy). The case is the unit throughout: a case with ten trials is still one
+Pure functions over plain data: no I/O, no database. The bootstrap's draws come from
+`resampling`, by method version (version 1 is the standard library's, version 2 numpy's,
+vectorised). The case is the unit throughout: a case with ten trials is still one
 case, so intervals and standard errors resample or cluster by case, never by trial.
 
 For case i with n_i scored trials and c_i passes (DESIGN.md, "Statistics"):
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 import statistics
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any
+
+from service.report import resampling
 
 CaseOutcomes = Mapping[str, Sequence[bool]]
 """Case id -> the outcomes of its scored trials (True = passed). Errored trials are not here."""
@@ -161,6 +163,7 @@ def bootstrap_ci(
     seed: int,
     resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
+    method: int = resampling.V1,
 ) -> tuple[float, float] | None:
     """Percentile interval (95% unless `level` says otherwise) of `statistic`, resampling
     whole cases with replacement.
@@ -168,14 +171,16 @@ def bootstrap_ci(
     Cases, not trials, are resampled: trials of one case are not independent, and resampling
     them would give intervals that are too narrow. `random.Random(seed)` makes the interval
     reproducible (for a given seed, the same set of cases in any order gives the same
-    interval); record the seed with the report. Pass only the cases the statistic uses
-    (e.g. those with n_i >= k for pass^k): a resample must always yield a value. None when
-    there are fewer than 2 cases (every resample would be the same case).
+    interval); record the seed and the `method` (`resampling`'s version) with the report.
+    Pass only the cases the statistic uses (e.g. those with n_i >= k for pass^k): a resample
+    must always yield a value. None when there are fewer than 2 cases (every resample would
+    be the same case).
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
         raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
+    method = resampling.check_version(method)
     # Sorted by id, so the interval depends on which cases there are, not on the order they
     # arrived in (lines of a file, rows from the database).
     outcomes = [cases[case_id] for case_id in sorted(cases)]
@@ -185,7 +190,7 @@ def bootstrap_ci(
     # sees the outcomes, never the ids.
     keys = [str(i) for i in range(len(outcomes))]
     values: list[float] = []
-    for picks in case_resamples(len(outcomes), seed=seed, resamples=resamples):
+    for picks in resampling.picks(method, len(outcomes), seed=seed, resamples=resamples):
         value = statistic(dict(zip(keys, [outcomes[i] for i in picks], strict=True)))
         if value is None:
             raise ValueError(
@@ -195,47 +200,11 @@ def bootstrap_ci(
     return percentile_interval(values, level)
 
 
-def case_resamples(n: int, *, seed: int, resamples: int) -> Iterator[list[int]]:
-    """The indices (into n cases in id order) that each bootstrap resample picks.
-
-    `bootstrap_ci` and the faster bootstraps of one statistic (`estimate`'s, the paired
-    lift's) all draw here, so for one seed they resample the very same cases.
-    """
-    rng = random.Random(seed)
-    cases = range(n)
-    for _ in range(resamples):
-        yield rng.choices(cases, k=n)
-
-
 def percentile_interval(values: list[float], level: float) -> tuple[float, float]:
     """The central `level` interval of a bootstrap distribution (sorts `values`)."""
     values.sort()
     tail = (1.0 - level) / 2
     return _quantile(values, tail), _quantile(values, 1.0 - tail)
-
-
-def _mean_bootstraps(
-    columns: Sequence[Sequence[tuple[int, int]]], *, seed: int, resamples: int
-) -> list[list[float]]:
-    """Bootstrap distributions of the mean of per-case fractions, for several metrics over
-    the same cases (row i of every column is case i, cases in id order) and the same draws.
-
-    The floats are exactly those of `bootstrap_ci` with `_mean_over` as the statistic: the
-    mean of a resample is the same rational over the column's common denominator as over
-    the resample's own (`_exact_mean`), and int / int rounds it once, correctly. What
-    differs is the cost: each case is tallied once instead of once per resample, and one
-    draw serves every metric.
-    """
-    n = len(columns[0])
-    scaled: list[tuple[list[int], int]] = []
-    for fractions in columns:
-        common = math.lcm(*(den for _, den in fractions))
-        scaled.append(([num * (common // den) for num, den in fractions], common * n))
-    distributions: list[list[float]] = [[] for _ in columns]
-    for picks in case_resamples(n, seed=seed, resamples=resamples):
-        for (numerators, denominator), values in zip(scaled, distributions, strict=True):
-            values.append(sum(map(numerators.__getitem__, picks)) / denominator)
-    return distributions
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -337,15 +306,6 @@ class _Plan:
         return len(values) >= 2 and min(values) != max(values)
 
 
-def _plan(
-    cases: CaseOutcomes, min_n: int, estimator: _Estimator, *, missing: str
-) -> tuple[_Plan, tuple[str, ...]]:
-    """The metric's plan and the ids of the cases it uses, in id order."""
-    ids = tuple(sorted(case_id for case_id, trials in cases.items() if len(trials) >= min_n))
-    fractions = tuple(estimator(n, c) for n, c in _tally({i: cases[i] for i in ids}))
-    return _Plan(min_n, missing, fractions), ids
-
-
 def _metric(plan: _Plan, distribution: list[float] | None) -> Metric:
     """The metric from its plan and, when it needs one, its bootstrap distribution."""
     if not plan.fractions:
@@ -402,46 +362,82 @@ class Estimates:
         }
 
 
-def estimate(
-    cases: CaseOutcomes, k: int, *, seed: int, resamples: int = DEFAULT_RESAMPLES
-) -> Estimates:
-    """pass@1, pass^k and pass@k with bootstrap intervals and clustered standard errors.
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """`estimate` before its bootstraps: each metric's plan, and the bootstrap tickets of the
+    metrics that need one (`resampling.Batch`)."""
 
-    Each metric's bootstrap starts from `seed`, so a metric's interval does not change when
-    another metric is added or removed.
-    """
+    plans: dict[str, _Plan]
+    tickets: dict[str, tuple[tuple[str, ...], int]]
+    k: int
+    cases: int
+    trials: int
+
+
+def plan_estimate(cases: CaseOutcomes, k: int, batch: resampling.Batch) -> Planned:
+    """Plan pass@1, pass^k and pass@k, adding the bootstraps they need to `batch`; finish
+    with `finish_estimate` once the batch has run."""
     k = _check_k(k)
-    tallies = _tally(cases)
-    largest = max((n for n, _ in tallies), default=0)
+    tallied = dict(zip(cases, _tally(cases), strict=True))
+    largest = max((n for n, _ in tallied.values()), default=0)
     short = f"no case has {_trials(k)} (k={k}); " + (
-        "there are no cases" if not tallies else f"the largest n is {largest}"
+        "there are no cases" if not tallied else f"the largest n is {largest}"
     )
-    plans = {
-        "pass_at_1": _plan(cases, 1, _pass_at_1_case, missing="no case has a scored trial"),
-        "pass_hat_k": _plan(cases, k, _pass_hat_k_case(k), missing=short),
-        "pass_at_k": _plan(cases, k, _pass_at_k_case(k), missing=short),
+    estimators = {
+        "pass_at_1": (1, _pass_at_1_case, "no case has a scored trial"),
+        "pass_hat_k": (k, _pass_hat_k_case(k), short),
+        "pass_at_k": (k, _pass_at_k_case(k), short),
     }
-    # Each metric's bootstrap starts from `seed`, so metrics over the same cases resample
-    # them alike: their distributions come from one pass over the draws.
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for name, (plan, ids) in plans.items():
+    ordered = sorted(tallied)
+    plans: dict[str, _Plan] = {}
+    tickets: dict[str, tuple[tuple[str, ...], int]] = {}
+    for name, (min_n, estimator, missing) in estimators.items():
+        ids = tuple(case for case in ordered if tallied[case][0] >= min_n)
+        plan = _Plan(min_n, missing, tuple(estimator(*tallied[case]) for case in ids))
+        plans[name] = plan
+        # Each metric's bootstrap starts from the batch's seed, so metrics over the same
+        # cases resample them alike: their distributions come from one pass over the draws.
         if plan.bootstrapped:
-            groups.setdefault(ids, []).append(name)
-    distributions: dict[str, list[float]] = {}
-    for names in groups.values():
-        columns = [plans[name][0].fractions for name in names]
-        drawn = _mean_bootstraps(columns, seed=seed, resamples=resamples)
-        distributions.update(zip(names, drawn, strict=True))
-    metrics = {name: _metric(plan, distributions.get(name)) for name, (plan, _) in plans.items()}
+            tickets[name] = batch.add(ids, plan.fractions)
+    return Planned(plans, tickets, k, len(tallied), sum(n for n, _ in tallied.values()))
+
+
+def finish_estimate(planned: Planned, batch: resampling.Batch) -> Estimates:
+    metrics = {
+        name: _metric(
+            plan,
+            batch.distribution(planned.tickets[name]) if name in planned.tickets else None,
+        )
+        for name, plan in planned.plans.items()
+    }
     return Estimates(
         pass_at_1=metrics["pass_at_1"],
         pass_hat_k=metrics["pass_hat_k"],
         pass_at_k=metrics["pass_at_k"],
-        k=k,
-        cases=len(tallies),
-        trials=sum(n for n, _ in tallies),
-        seed=seed,
+        k=planned.k,
+        cases=planned.cases,
+        trials=planned.trials,
+        seed=batch.seed,
     )
+
+
+def estimate(
+    cases: CaseOutcomes,
+    k: int,
+    *,
+    seed: int,
+    resamples: int = DEFAULT_RESAMPLES,
+    method: int = resampling.V1,
+) -> Estimates:
+    """pass@1, pass^k and pass@k with bootstrap intervals and clustered standard errors.
+
+    Each metric's bootstrap starts from `seed`, so a metric's interval does not change when
+    another metric is added or removed. `method` is the bootstrap's version (`resampling`).
+    """
+    batch = resampling.Batch(resampling.check_version(method), seed, resamples)
+    planned = plan_estimate(cases, k, batch)
+    batch.run()
+    return finish_estimate(planned, batch)
 
 
 def summarize(

@@ -198,6 +198,15 @@ class EnvironmentImage(_Part):
     image_digest: str | None
 
 
+class Bootstrap(_Part):
+    """How the report's bootstrap intervals drew their resamples: the method's version is
+    the job's, fixed when it was submitted, so a recomputed report keeps its intervals."""
+
+    version: int
+    generator: str
+    resamples: int
+
+
 class Record(_Part):
     service_version: str
     image: str
@@ -216,6 +225,7 @@ class Record(_Part):
     k: int
     cases: list[str]
     seed: int
+    bootstrap: Bootstrap
     planned_trials: int
 
 

@@ -36,10 +36,10 @@ from statistics import NormalDist
 from typing import Protocol
 
 from service.domain.status import Outcome, TrialStatus
+from service.report import resampling
 from service.report.estimates import (
     DEFAULT_RESAMPLES,
     CaseOutcomes,
-    case_resamples,
     expanded_level,
     pass_at_1,
     pass_hat_k,
@@ -207,43 +207,35 @@ def minimum_detectable_effect(
     return min(1.0, (_Z_ALPHA + _Z_POWER) * stderr)
 
 
-def _lift_interval(
+def _same_lift_interval(wins: int, losses: int, pairs: int) -> tuple[tuple[float, float], str]:
+    """When every case has the same difference the bootstrap can only return that point,
+    which would claim certainty; then the bounds come from Wilson intervals on the shares of
+    wins and of losses among the pairs."""
+    win = wilson_interval(wins, pairs)
+    loss = wilson_interval(losses, pairs)
+    assert win is not None and loss is not None
+    low, high = max(-1.0, win[0] - loss[1]), min(1.0, win[1] - loss[0])
+    return (low, high), "Wilson bounds on wins and losses (every case had the same lift)"
+
+
+_BOOTSTRAP_METHOD = "expanded percentile bootstrap over cases"
+
+
+def _lift_distribution_v1(
     base_cases: Mapping[str, list[bool]],
     cand_cases: Mapping[str, list[bool]],
-    case_diffs: Sequence[Fraction],
-    wins: int,
-    losses: int,
-    pairs: int,
     seed: int,
     resamples: int,
-) -> tuple[tuple[float, float] | None, str | None]:
-    """The lift's 95% interval and how it was made.
-
-    Normally an expanded percentile bootstrap over cases (plain percentiles run narrow with
-    few cases). When every case has the same difference the bootstrap can only return that
-    point, which would claim certainty; then the bounds come from Wilson intervals on the
-    shares of wins and of losses among the pairs."""
-    if len(case_diffs) < 2:
-        return None, None
-    if len(set(case_diffs)) == 1:
-        win = wilson_interval(wins, pairs)
-        loss = wilson_interval(losses, pairs)
-        assert win is not None and loss is not None
-        low, high = max(-1.0, win[0] - loss[1]), min(1.0, win[1] - loss[0])
-        return (low, high), "Wilson bounds on wins and losses (every case had the same lift)"
-    # `estimates.bootstrap_ci` with `_lift_statistic`, to the last bit: the same draws, and
-    # each resample's lift summed in the same order, but every case's lift worked out once
-    # rather than once per resample.
+) -> list[float]:
+    """Version 1's lift distribution: `estimates.bootstrap_ci` with `_lift_statistic`, to
+    the last bit: the same draws, and each resample's lift summed in the same order, but
+    every case's lift worked out once rather than once per resample."""
     joined = _joined(base_cases, cand_cases)
     lifts = [_lift_statistic({case: joined[case]}) for case in sorted(joined)]
-    values = [
+    return [
         reduce(add, map(lifts.__getitem__, picks), 0.0) / len(picks)
-        for picks in case_resamples(len(lifts), seed=seed, resamples=resamples)
+        for picks in resampling.case_resamples(len(lifts), seed=seed, resamples=resamples)
     ]
-    return (
-        percentile_interval(values, expanded_level(len(case_diffs))),
-        "expanded percentile bootstrap over cases",
-    )
 
 
 def _lift_statistic(sample: CaseOutcomes) -> float | None:
@@ -423,8 +415,11 @@ def compare(
     seed: int,
     resamples: int = DEFAULT_RESAMPLES,
     attempts: Sequence[Scored] | None = None,
+    method: int = resampling.V1,
 ) -> Comparison:
     """The paired comparison of `candidate` against `baseline`.
+
+    `method` is the bootstrap's version (`resampling`); `seed` and `resamples` are its own.
 
     `attempts`, when given, is every attempt including retried ones: the operational totals
     count them all, since a retried attempt still spent tokens and time.
@@ -440,6 +435,37 @@ def compare(
     _check_int("k", k, 1)
     _check_int("seed", seed, None)
     _check_int("resamples", resamples, 1)
+    batch = resampling.Batch(resampling.check_version(method), seed, resamples)
+    finish = plan_compare(
+        trials,
+        baseline=baseline,
+        candidate=candidate,
+        cases=cases,
+        rounds=rounds,
+        k=k,
+        batch=batch,
+        attempts=attempts,
+    )
+    batch.run()
+    return finish()
+
+
+def plan_compare(
+    trials: Sequence[Scored],
+    *,
+    baseline: str,
+    candidate: str,
+    cases: Sequence[str],
+    rounds: int,
+    k: int,
+    batch: resampling.Batch,
+    attempts: Sequence[Scored] | None = None,
+) -> Callable[[], Comparison]:
+    """`compare` in two steps: everything but the lift's bootstrap, which it adds to
+    `batch` (with version 2, so the arms' rates and the lift share their draws where they
+    resample the same cases); the function it returns makes the comparison once the batch
+    has run. The arguments are `compare`'s, checked there."""
+    seed, resamples = batch.seed, batch.resamples
 
     known = set(cases)
     slots: dict[tuple[str, int, str], list[Scored]] = defaultdict(list)
@@ -484,16 +510,100 @@ def compare(
     if flaky.baseline or flaky.candidate:
         flags.add("flaky")
 
-    headline: Headline | None = None
+    # The headline's parts that need no bootstrap. A blocked pair withholds the headline,
+    # so its lift is not bootstrapped at all.
+    lift_ticket: tuple[tuple[str, ...], int] | None = None
+    case_diffs: list[Fraction] = []
+    wins = losses = 0
     if pairs:
-        base_rate = pass_at_1(base_cases)
-        cand_rate = pass_at_1(cand_cases)
-        assert base_rate is not None and cand_rate is not None  # every case has a pair
         # Exact, so "no-lift" means exactly zero, not a float that happened to cancel.
         case_diffs = [
             Fraction(sum(cand_cases[c]) - sum(base_cases[c]), len(base_cases[c]))
             for c in base_cases
         ]
+        wins = sum(1 for p in pairs if p.candidate_passed and not p.baseline_passed)
+        losses = sum(1 for p in pairs if p.baseline_passed and not p.candidate_passed)
+        bootstrapped = len(case_diffs) >= 2 and len(set(case_diffs)) > 1
+        if bootstrapped and not blocked and batch.version != resampling.V1:
+            # Each case's lift as an exact fraction, cases in id order like the arms' own
+            # columns, so the same cases share one draw matrix.
+            ordered = sorted(base_cases)
+            lift_ticket = batch.add(
+                tuple(ordered),
+                [(sum(cand_cases[c]) - sum(base_cases[c]), len(base_cases[c])) for c in ordered],
+            )
+
+    def lift_interval() -> tuple[tuple[float, float] | None, str | None]:
+        """The lift's 95% interval and how it was made: an expanded percentile bootstrap
+        over cases (plain percentiles run narrow with few cases), or Wilson bounds when
+        every case has the same lift (`_same_lift_interval`)."""
+        if len(case_diffs) < 2:
+            return None, None
+        if len(set(case_diffs)) == 1:
+            return _same_lift_interval(wins, losses, len(pairs))
+        if lift_ticket is not None:
+            values = batch.distribution(lift_ticket)
+        else:
+            values = _lift_distribution_v1(base_cases, cand_cases, seed, resamples)
+        return percentile_interval(values, expanded_level(len(case_diffs))), _BOOTSTRAP_METHOD
+
+    def finish() -> Comparison:
+        return _comparison(
+            pairs,
+            blocked,
+            lift_interval if pairs and not blocked else None,
+            case_diffs,
+            wins,
+            losses,
+            base_cases=base_cases,
+            cand_cases=cand_cases,
+            flags=flags,
+            flaky=flaky,
+            baseline=baseline,
+            candidate=candidate,
+            cases=cases,
+            known=known,
+            rounds=rounds,
+            k=k,
+            seed=seed,
+            resamples=resamples,
+            order=order,
+            trials=trials,
+            attempts=attempts,
+        )
+
+    return finish
+
+
+def _comparison(
+    pairs: Sequence[_Pair],
+    blocked: list[BlockedPair],
+    lift_interval: Callable[[], tuple[tuple[float, float] | None, str | None]] | None,
+    case_diffs: Sequence[Fraction],
+    wins: int,
+    losses: int,
+    *,
+    base_cases: dict[str, list[bool]],
+    cand_cases: dict[str, list[bool]],
+    flags: set[Flag],
+    flaky: FlakyCases,
+    baseline: str,
+    candidate: str,
+    cases: Sequence[str],
+    known: set[str],
+    rounds: int,
+    k: int,
+    seed: int,
+    resamples: int,
+    order: list[PairOrder],
+    trials: Sequence[Scored],
+    attempts: Sequence[Scored] | None,
+) -> Comparison:
+    headline: Headline | None = None
+    if pairs and lift_interval is not None:
+        base_rate = pass_at_1(base_cases)
+        cand_rate = pass_at_1(cand_cases)
+        assert base_rate is not None and cand_rate is not None  # every case has a pair
         lift = sum(case_diffs, Fraction(0)) / len(case_diffs)
         if lift == 0:
             flags.add("no-lift")
@@ -503,12 +613,7 @@ def compare(
             flags.add("control-saturated")
         if cand_rate == 1.0:
             flags.add("treatment-saturated")
-
-        wins = sum(1 for p in pairs if p.candidate_passed and not p.baseline_passed)
-        losses = sum(1 for p in pairs if p.baseline_passed and not p.candidate_passed)
-        interval, method = _lift_interval(
-            base_cases, cand_cases, case_diffs, wins, losses, len(pairs), seed, resamples
-        )
+        interval, method = lift_interval()
         mde = minimum_detectable_effect(
             [float(d) for d in case_diffs], discordant=wins + losses, pairs=len(pairs)
         )
@@ -547,7 +652,6 @@ def compare(
     elif not pairs:
         withheld = "withheld because the design has no pairs"
     if withheld is not None:
-        headline = None
         # The verdict flags read like a conclusion; only `flaky`, a fact about single cases,
         # survives a withheld headline (as in pi-evals).
         flags &= {"flaky"}

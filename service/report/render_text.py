@@ -184,7 +184,8 @@ def render_text(report: Report) -> str:
     lines = [
         f"examhall report {report.job} ({report.status})",
         f"suite {record.suite} ({record.suite_sha256[:12]}), "
-        f"model {record.model_requested}, k={k}, seed {record.seed}",
+        f"model {record.model_requested}, k={k}, seed {record.seed}, "
+        f"bootstrap v{record.bootstrap.version}",
     ]
     if record.docs or record.docs_sha256:
         lines.append(f"docs {record.docs or 'uploaded'} ({(record.docs_sha256 or '')[:12]})")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -117,11 +117,44 @@ class Job(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
+class JobCounts(Base):
+    """A job's trials counted by their latest attempt (as `GET /v1/jobs/{id}` shows them),
+    kept in the same transaction as every change of a trial's status, so reading a job never
+    counts its trials. `version` goes up with every such change: the job's change marker
+    (the event stream polls it, and reads only the trials whose `changed` is past it)."""
+
+    __tablename__ = "job_counts"
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    queued: Mapped[int] = mapped_column(Integer, default=0)
+    running: Mapped[int] = mapped_column(Integer, default=0)
+    finished: Mapped[int] = mapped_column(Integer, default=0)
+    passed: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[int] = mapped_column(Integer, default=0)
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 class Trial(Base):
     __tablename__ = "trials"
     __table_args__ = (
         Index("ix_trials_queue", "status", "job_id", "order", "attempt"),
         Index("ix_trials_job", "job_id", "case_id", "variant", "round"),
+        # Covers what a report reads of every trial, so a large job's report reads this
+        # index, not its wide rows (judges, timings, final text).
+        Index(
+            "ix_trials_report",
+            "job_id",
+            "variant",
+            "order",
+            "attempt",
+            "case_id",
+            "round",
+            "status",
+            "outcome",
+            "error_kind",
+        ),
+        Index("ix_trials_changed", "job_id", "changed"),
     )
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
@@ -157,6 +190,41 @@ class Trial(Base):
     # The environment the trial ran in; None: the job's image.
     image: Mapped[str | None] = mapped_column(String(200))
     image_digest: Mapped[str | None] = mapped_column(String(100))
+    # The job's change marker (`JobCounts.version`) when this row last changed status.
+    changed: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+
+
+def new_trial_id() -> str:
+    # 64 random bits, as uuid4().hex[:16] gave (which drew 128 to keep 64): "trial-" and 16
+    # hex digits.
+    return f"trial-{secrets.token_hex(8)}"
+
+
+def queued_row(
+    job_id: str,
+    case_id: str,
+    variant: str,
+    round_: int,
+    order: int,
+    attempt: int = 1,
+    *,
+    image: str | None = None,
+    image_digest: str | None = None,
+) -> dict[str, Any]:
+    """`queued_trial`'s row as the values of a bulk insert (every column a new trial sets)."""
+    return {
+        "id": new_trial_id(),
+        "job_id": job_id,
+        "case_id": case_id,
+        "variant": variant,
+        "round": round_,
+        "order": order,
+        "attempt": attempt,
+        "status": TrialStatus.QUEUED,
+        "image": image,
+        "image_digest": image_digest,
+        "changed": 0,
+    }
 
 
 def queued_trial(
@@ -172,18 +240,10 @@ def queued_trial(
 ) -> Trial:
     """A new trial row waiting for the scheduler: a planned trial or a retry of one; a task's
     trial names its environment's image."""
-    return Trial(
-        image=image,
-        image_digest=image_digest,
-        id=f"trial-{uuid.uuid4().hex[:16]}",
-        job_id=job_id,
-        case_id=case_id,
-        variant=variant,
-        round=round_,
-        order=order,
-        attempt=attempt,
-        status=TrialStatus.QUEUED,
+    row = queued_row(
+        job_id, case_id, variant, round_, order, attempt, image=image, image_digest=image_digest
     )
+    return Trial(**row)
 
 
 class EnvironmentBuild(Base):

@@ -15,6 +15,7 @@ from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.domain.status import JobStatus, TrialStatus
+from service.store import counts
 from service.store.clock import now
 from service.store.db import CLAIM_LOCK, take_turns
 from service.store.models import Artifact, Event, Job, Suite, Team, Trial
@@ -56,6 +57,8 @@ def claim(
                 capped = queue.where(Job.team_id == team_id).limit(min(free, limit))
                 picks += session.execute(capped).all()
         picks.sort(key=lambda pick: (pick[1], pick[0].order, pick[0].attempt))
+        # The jobs' counts rows first (`counts.lock`): the version the claimed trials carry.
+        versions = counts.lock(session, (trial.job_id for trial, _ in picks[:limit]))
         claimed = []
         for trial, _ in picks[:limit]:
             # SQLite's reads take no lock, so another process may have claimed this row since
@@ -63,7 +66,12 @@ def claim(
             won = session.connection().execute(
                 update(Trial)
                 .where(Trial.id == trial.id, Trial.status == TrialStatus.QUEUED)
-                .values(status=TrialStatus.RUNNING, owner=owner, started_at=now())
+                .values(
+                    status=TrialStatus.RUNNING,
+                    owner=owner,
+                    started_at=now(),
+                    changed=versions[trial.job_id],
+                )
             )
             if won.rowcount != 1:
                 continue
@@ -74,7 +82,17 @@ def claim(
                 .where(Job.id == trial.job_id, Job.status == JobStatus.QUEUED)
                 .values(status=JobStatus.RUNNING)
             )
+        for job_id, trial_ids in _by_job((c.job_id, c.trial_id) for c in claimed).items():
+            n = len(trial_ids)
+            counts.add(session, job_id, {"queued": -n, "running": n})
         return claimed
+
+
+def _by_job(pairs: Any) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for job_id, trial_id in pairs:
+        grouped.setdefault(job_id, []).append(trial_id)
+    return grouped
 
 
 def team_room(session: Session) -> dict[str, int]:
@@ -110,14 +128,27 @@ def requeue(sessions: sessionmaker[Session], *which: Any) -> list[str]:
     are still running as `which` says, so a trial another plane claimed since the caller
     looked is never taken from it."""
     with sessions.begin() as session:
-        requeued = list(
-            session.scalars(
-                update(Trial)
-                .where(Trial.status == TrialStatus.RUNNING, *which)
-                .values(status=TrialStatus.QUEUED, owner=None, container_id=None, started_at=None)
-                .returning(Trial.id)
-            ).all()
-        )
+        running = Trial.status == TrialStatus.RUNNING
+        jobs = session.scalars(select(Trial.job_id).where(running, *which).distinct()).all()
+        requeued: list[str] = []
+        for job_id, version in counts.lock(session, jobs).items():
+            ids = list(
+                session.scalars(
+                    update(Trial)
+                    .where(running, Trial.job_id == job_id, *which)
+                    .values(
+                        status=TrialStatus.QUEUED,
+                        owner=None,
+                        container_id=None,
+                        started_at=None,
+                        changed=version,
+                    )
+                    .returning(Trial.id)
+                ).all()
+            )
+            if ids:
+                counts.add(session, job_id, {"running": -len(ids), "queued": len(ids)})
+                requeued += ids
         if requeued:
             drop_transcripts(session, requeued)
     return requeued
@@ -172,10 +203,21 @@ def suite_source(session: Session, sha256: str) -> tuple[str, str]:
 
 
 def drop_trials(session: Session, trial_ids: list[str]) -> None:
-    """Delete trials with their events and artifacts."""
+    """Delete trials that have not ended (a cancelled job's), with their events and
+    artifacts, and count them out of their jobs (whose counts rows the caller has locked)."""
     if trial_ids:
+        rows = session.execute(
+            select(Trial.job_id, Trial.variant, Trial.order, Trial.attempt, Trial.status).where(
+                Trial.id.in_(trial_ids)
+            )
+        ).all()
         drop_transcripts(session, trial_ids)
         session.execute(delete(Trial).where(Trial.id.in_(trial_ids)))
+        dropped: dict[str, list[tuple[str, int, int, str]]] = {}
+        for job_id, variant, order, attempt, status in rows:
+            dropped.setdefault(job_id, []).append((variant, order, attempt, status))
+        for job_id, attempts in dropped.items():
+            counts.forget(session, job_id, attempts)
 
 
 def drop_transcripts(session: Session, trial_ids: list[str]) -> None:

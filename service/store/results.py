@@ -7,11 +7,11 @@ import dataclasses
 import hashlib
 import logging
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import TrialResult
 from service.domain.status import JobStatus, Outcome, TrialStatus
+from service.store import counts
 from service.store.clock import now
 from service.store.models import Artifact, Job, Trial, queued_trial
 from service.store.queue import drop_trials
@@ -89,31 +89,41 @@ def record_infra_error(
 
 
 def _ending(session: Session, owner: str, trial_id: str) -> tuple[Trial, Job] | None:
-    """The trial whose run ended, with its job's row locked until the transaction ends;
-    None when its end is not ours to record.
+    """The trial whose run ended, with its job's counts and row locked until the transaction
+    ends; None when its end is not ours to record.
 
     It is not when another plane took the trial over (we were presumed gone): that plane's
     run is the one that counts. Nor when its job was cancelled: the trial did not finish,
     and is dropped like the queued ones, so the job keeps exactly the trials that finished
-    before the cancel. The lock makes trials finishing at once on PostgreSQL take turns:
-    each counts the open trials after the other committed, so the last one always sees none
-    left and finishes the job. (SQLite's writers take turns anyway.)
+    before the cancel. The locks make trials finishing at once on PostgreSQL take turns: each
+    reads the job's counts after the other committed, so the last one always sees none left
+    and finishes the job. (SQLite's writers take turns anyway.)
     """
     trial = session.get(Trial, trial_id)
     if trial is None or trial.status != TrialStatus.RUNNING or trial.owner != owner:
         log.warning("dropping the result of %s: this control plane no longer runs it", trial)
         return None
+    # The job's counts row before its row: every writer locks in this order (`counts`).
+    version = counts.lock(session, [trial.job_id])[trial.job_id]
     job = session.get(Job, trial.job_id, with_for_update=True, populate_existing=True)
     assert job is not None
     if job.status == JobStatus.CANCELLED:
         drop_trials(session, [trial.id])
         return None
+    trial.changed = version
     return trial, job
 
 
 def _after(session: Session, trial: Trial, job: Job) -> None:
     """Retry an infra error as a new attempt; finish the job when nothing is left."""
-    if trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries:
+    retried = trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries
+    if retried:
+        # The planned trial's latest attempt is the new, queued one.
+        deltas = {"running": -1, "queued": 1, "attempts": 1}
+    else:
+        deltas = {"running": -1, **counts.contribution(TrialStatus.FINISHED, trial.outcome)}
+    counts.add(session, job.id, deltas)
+    if retried:
         session.add(
             queued_trial(
                 job.id,
@@ -127,12 +137,10 @@ def _after(session: Session, trial: Trial, job: Job) -> None:
             )
         )
         return
-    session.flush()
-    open_trials = session.scalar(
-        select(func.count())
-        .select_from(Trial)
-        .where(Trial.job_id == job.id, Trial.status != TrialStatus.FINISHED)
-    )
-    if not open_trials:
+    # The job's counts, locked since `_ending`, say whether anything is left open: every
+    # trial that finished before us has committed its change to them, and none can start.
+    kept = counts.read(session, job.id)
+    assert kept is not None
+    if kept.queued == 0 and kept.running == 0:
         job.status = JobStatus.FINISHED
         job.finished_at = now()

@@ -22,20 +22,11 @@ def job_trials(session: Session, job_id: str) -> Sequence[Trial]:
     ).all()
 
 
-def trial_states(session: Session, job_id: str) -> Sequence[Row[str, int, int, str, str | None]]:
-    """(variant, order, attempt, status, outcome) of every attempt of the job's trials."""
-    return session.execute(
-        select(Trial.variant, Trial.order, Trial.attempt, Trial.status, Trial.outcome).where(
-            Trial.job_id == job_id
-        )
-    ).all()
-
-
-def started_trials(
-    session: Session, job_id: str
-) -> Sequence[Row[str, str, str, int, int, str, str | None]]:
-    """(id, case_id, variant, round, attempt, status, outcome) of the job's trials that have
-    started, running or finished."""
+def grid_trials(
+    session: Session, job_id: str, cases: Sequence[str]
+) -> Sequence[Row[str, str, str, int, int, str, str | None, str | None]]:
+    """(id, case_id, variant, round, attempt, status, outcome, error_kind) of every attempt
+    of the job's trials of these cases: what the job page's grid shows."""
     return session.execute(
         select(
             Trial.id,
@@ -45,7 +36,31 @@ def started_trials(
             Trial.attempt,
             Trial.status,
             Trial.outcome,
-        ).where(Trial.job_id == job_id, Trial.status != TrialStatus.QUEUED)
+            Trial.error_kind,
+        ).where(Trial.job_id == job_id, Trial.case_id.in_(list(cases)))
+    ).all()
+
+
+def started_trials(
+    session: Session, job_id: str, changed_after: int = -1
+) -> Sequence[Row[str, str, str, int, int, str, str | None]]:
+    """(id, case_id, variant, round, attempt, status, outcome) of the job's trials that have
+    started, running or finished, and changed after the job's version `changed_after`
+    (`JobCounts.version`; -1: all of them)."""
+    return session.execute(
+        select(
+            Trial.id,
+            Trial.case_id,
+            Trial.variant,
+            Trial.round,
+            Trial.attempt,
+            Trial.status,
+            Trial.outcome,
+        ).where(
+            Trial.job_id == job_id,
+            Trial.changed > changed_after,
+            Trial.status != TrialStatus.QUEUED,
+        )
     ).all()
 
 

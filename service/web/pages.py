@@ -61,7 +61,22 @@ def jobs_page(jobs: Sequence[JobView], who: str) -> str:
 # ----- a job --------------------------------------------------------------------------
 
 
+# A page shows at most about this many cells in its grid (whole cases, at least one), and
+# this many of a comparison's blocked pairs and flaky cases: a job of 100,000 trials would
+# otherwise be a page of as many cells, seconds to make and to read. The API and the report
+# list everything.
+GRID_CELLS = 1000
+LISTED = 100
+
+
+def grid_cases(spec: JobSpec) -> list[str]:
+    """The cases whose cells the job page's grid shows: the first, in plan order."""
+    per_case = max(1, len(spec.arms or spec.variants) * spec.rounds)
+    return spec.cases[: max(1, GRID_CELLS // per_case)]
+
+
 def job_page(job: JobView, report: Report, trials: Sequence[GridTrial], who: str) -> str:
+    """The job's page; `trials` need only be those of its `grid_cases`."""
     spec = JobSpec.model_validate(job.spec)
     busy = job.status in _BUSY
     return render(
@@ -70,8 +85,9 @@ def job_page(job: JobView, report: Report, trials: Sequence[GridTrial], who: str
         report=report,
         model=spec.model_text(),
         busy=busy,
+        listed=LISTED,
         chart=chart(report.variants, report.k),
-        grid=grid(spec.cases, variant_order(spec), report.k, trials),
+        grid=grid(grid_cases(spec), variant_order(spec), report.k, trials),
         telemetry=TELEMETRY,
         who=who,
         refresh_s=REFRESH_S if busy else None,

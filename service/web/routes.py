@@ -23,10 +23,11 @@ from service.api.cancel import cancel_job
 from service.api.context import Context, Ctx
 from service.api.schemas import EventView
 from service.api.views import job_view, trial_view
+from service.domain.job_spec import JobSpec
 from service.report.from_store import job_report
 from service.store.jobs import find_job
 from service.store.reports import trial_events
-from service.store.trials import job_trials
+from service.store.trials import grid_trials
 from service.teams import Principal, authenticate
 from service.web import pages
 from service.web.csrf import cross_site_problem
@@ -111,7 +112,8 @@ def _job_page(c: Context, caller: Principal, job_id: str) -> HTMLResponse:
             job = get_job(session, caller, job_id)
         except HTTPException as exc:
             return html(pages.not_found_page(str(exc.detail), caller.name), exc.status_code)
-        trials = job_trials(session, job.id)
+        spec = JobSpec.model_validate(job.spec)
+        trials = grid_trials(session, job.id, pages.grid_cases(spec))
         return html(
             pages.job_page(job_view(session, job), job_report(session, job), trials, caller.name)
         )

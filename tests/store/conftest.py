@@ -9,6 +9,7 @@ them would prove nothing about PostgreSQL.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,11 +75,20 @@ def fresh_postgres_database(base: URL) -> Iterator[str]:
     try:
         yield base.set(database=name).render_as_string(hide_password=False)
     finally:
-        with _connect(base) as connection:
-            # FORCE: a test's failure may leave a subprocess or a pooled connection behind.
-            connection.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        for attempt in range(20):
+            try:
+                with _connect(base) as connection:
+                    # FORCE: a test's failure may leave a subprocess or a pooled connection
+                    # behind.
+                    connection.execute(drop)
+                break
+            except psycopg.errors.InsufficientPrivilege:
+                # An autovacuum worker (the server's own, which FORCE may not end) is
+                # analysing the test's tables: it ends on its own in a moment.
+                if attempt == 19:
+                    raise
+                time.sleep(0.5)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

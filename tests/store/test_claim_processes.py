@@ -11,6 +11,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.store import counts
 from service.store.models import Trial
 from tests.store.conftest import submit
 
@@ -58,5 +59,12 @@ def test_two_processes_never_claim_one_trial_twice(
         # Each trial's row names the process that claimed it.
         owners = {trial: f"claimer-{n}" for n, ids in enumerate(claims) for trial in ids}
         assert {t.id: t.owner for t in trials} == owners
+        # Each job's counts, kept by both processes' claims and results, are what counting
+        # its trials gives.
+        for job_id in {t.job_id for t in trials}:
+            kept = counts.read(session, job_id)
+            assert kept is not None
+            assert kept.as_dict() == counts.count_trials(session, job_id)
+            assert (kept.finished, kept.queued, kept.running) == (60, 0, 0)
     # Both took part, or the test proved nothing about two claimers.
     assert all(claims), [len(ids) for ids in claims]

@@ -1,8 +1,8 @@
-"""A job's report is built once it can no longer change, and rebuilt while it can."""
+"""A job's report is built once per change of its trials (its change marker), and kept
+between them."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import TrialResult
@@ -10,7 +10,8 @@ from service.launch.trial import TrialRecord
 from service.report.from_store import job_report
 from service.report.model import Report
 from service.scheduler import Scheduler
-from service.store.models import Job, Trial
+from service.store.jobs import mark_cancelled
+from service.store.models import Job
 from tests.store.conftest import submit
 
 
@@ -41,11 +42,12 @@ def test_a_cancelled_jobs_report_waits_for_its_running_trials(
     job = submit(sessions, cases=["create-greeting", "fix-config"])
     [(running, _)] = scheduler.claim(1)
     with sessions.begin() as session:  # as DELETE /v1/jobs/{id} leaves it
-        session.get_one(Job, job.id).status = "cancelled"
-        session.execute(delete(Trial).where(Trial.status == "queued"))
+        mark_cancelled(session, session.get_one(Job, job.id))
     unsettled = _report(sessions, job.id)
-    assert _report(sessions, job.id) is not unsettled
-    # The trial's run returns and is dropped: the job can no longer change.
+    # Kept while nothing changes (the job's change marker stands)...
+    assert _report(sessions, job.id) is unsettled
+    # ...and built again when the trial's run returns and is dropped (the marker moved).
     scheduler.record(running, TrialRecord(running, TrialResult("passed", score=1.0)))
     settled = _report(sessions, job.id)
+    assert settled is not unsettled
     assert _report(sessions, job.id) is settled

@@ -136,3 +136,65 @@ def test_0008_marks_existing_suites_python_and_adds_what_environments_need(
             assert connection.execute(text("SELECT name FROM suites")).scalar_one() == "smoke"
     finally:
         engine.dispose()
+
+
+def test_0010_counts_the_existing_jobs_by_their_latest_attempts(database_url: str) -> None:
+    """A store at 0009 with a job whose trials include a retried attempt: 0010 counts it as
+    the API used to count its trials, marks every trial unchanged since (0), and down again
+    drops what it added."""
+    engine = make_engine(database_url)
+    config = _config()
+    trial = (
+        'INSERT INTO trials (id, job_id, case_id, variant, round, "order", attempt, status, '
+        "outcome) VALUES (:id, 'job-1', 'c', 'v', 1, :order, :attempt, :status, :outcome)"
+    )
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0009")
+            connection.execute(
+                text(
+                    "INSERT INTO suites (sha256, name, source, created_at) "
+                    "VALUES ('ab', 'smoke', 'CASES = []', '2024-01-01 00:00:00')"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO jobs (id, status, suite_sha256, suite_name, spec, rounds, "
+                    "seed, max_infra_retries, planned, image, service_version, created_at) "
+                    "VALUES ('job-1', 'running', 'ab', 'smoke', '{}', 1, 0, 1, 4, 'img', "
+                    "'t', '2024-01-01 00:00:00')"
+                )
+            )
+            for values in (
+                ("t1", 0, 1, "finished", "error"),  # retried:
+                ("t2", 0, 2, "finished", "passed"),  # its latest attempt passed
+                ("t3", 1, 1, "finished", "failed"),
+                ("t4", 2, 1, "running", None),
+                ("t5", 3, 1, "finished", "error"),  # retried, the retry queued
+                ("t6", 3, 2, "queued", None),
+            ):
+                keys = ("id", "order", "attempt", "status", "outcome")
+                connection.execute(text(trial), dict(zip(keys, values, strict=True)))
+            command.upgrade(config, "0010")
+        with engine.connect() as connection:
+            row = connection.execute(
+                text(
+                    "SELECT attempts, queued, running, finished, passed, failed, error "
+                    "FROM job_counts WHERE job_id = 'job-1'"
+                )
+            ).one()
+            assert tuple(row) == (6, 1, 1, 2, 1, 1, 0)
+            changed = connection.execute(text("SELECT DISTINCT changed FROM trials")).all()
+            assert [tuple(r) for r in changed] == [(0,)]
+        indexes = {i["name"] for i in inspect(engine).get_indexes("trials")}
+        assert {"ix_trials_report", "ix_trials_changed"} <= indexes
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0009")
+        assert "job_counts" not in inspect(engine).get_table_names()
+        assert "changed" not in {c["name"] for c in inspect(engine).get_columns("trials")}
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT COUNT(*) FROM trials")).scalar_one() == 6
+    finally:
+        engine.dispose()

@@ -233,14 +233,15 @@ def test_bootstrap_is_reproducible_and_seeded() -> None:
     assert first[0] <= estimate <= first[1]
 
 
-def test_bootstrap_agrees_with_scipy_percentile_interval() -> None:
+@pytest.mark.parametrize("method", [1, 2])
+def test_bootstrap_agrees_with_scipy_percentile_interval(method: int) -> None:
     rng = random.Random(12)
     cases = {f"c{i}": [rng.random() < rng.betavariate(2, 2) for _ in range(3)] for i in range(40)}
     means = np.array([sum(t) / len(t) for t in cases.values()])
     reference = scipy.stats.bootstrap(
         (means,), np.mean, method="percentile", n_resamples=20000, rng=np.random.default_rng(0)
     ).confidence_interval
-    ours = bootstrap_ci(cases, pass_at_1, seed=0, resamples=20000)
+    ours = bootstrap_ci(cases, pass_at_1, seed=0, resamples=20000, method=method)
     assert ours is not None
     # Different random streams: the endpoints differ by Monte Carlo error only (SD ~0.001 at
     # 20000 resamples for an SE near 0.06), so 0.01 is several SDs yet far below the width.
@@ -258,7 +259,8 @@ def test_bootstrap_edge_cases() -> None:
         bootstrap_ci({"a": [True], "b": [False]}, lambda s: pass_hat_k(s, 2), seed=0)
 
 
-def test_bootstrap_interval_covers_the_true_rate_about_95_percent_of_the_time() -> None:
+@pytest.mark.parametrize("method", [1, 2])
+def test_bootstrap_interval_covers_the_true_rate_about_95_percent_of_the_time(method: int) -> None:
     """Interval honesty: many designs with a known population pass@1.
 
     A design is 30 cases, three trials each, whose true pass rates are drawn from
@@ -282,7 +284,7 @@ def test_bootstrap_interval_covers_the_true_rate_about_95_percent_of_the_time() 
             f"c{i}": [rng.random() < rate for _ in range(3)]
             for i, rate in enumerate(rng.betavariate(0.5, 0.75) for _ in range(30))
         }
-        interval = bootstrap_ci(cases, pass_at_1, seed=design, resamples=500)
+        interval = bootstrap_ci(cases, pass_at_1, seed=design, resamples=500, method=method)
         assert interval is not None
         covered_bootstrap += interval[0] <= truth <= interval[1]
         # The clustered SE should be honest too: a normal interval built from it.
@@ -291,7 +293,7 @@ def test_bootstrap_interval_covers_the_true_rate_about_95_percent_of_the_time() 
         covered_se += abs(estimate - truth) <= 1.96 * se
         # The wrong unit: every trial its own "case".
         trials = {f"t{j}": [s] for j, s in enumerate(s for t in cases.values() for s in t)}
-        wrong = bootstrap_ci(trials, pass_at_1, seed=design, resamples=250)
+        wrong = bootstrap_ci(trials, pass_at_1, seed=design, resamples=250, method=method)
         assert wrong is not None
         covered_by_trial += wrong[0] <= truth <= wrong[1]
     assert 0.90 <= covered_bootstrap / designs <= 0.99, covered_bootstrap

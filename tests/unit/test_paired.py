@@ -444,7 +444,8 @@ def test_mde_gives_80_percent_power_in_simulation() -> None:
 # --- bootstrap interval ------------------------------------------------------------------
 
 
-def test_bootstrap_lift_interval_covers_a_known_lift() -> None:
+@pytest.mark.parametrize("method", [1, 2])
+def test_bootstrap_lift_interval_covers_a_known_lift(method: int) -> None:
     """Over 300 simulated designs (40 cases x 2 rounds) with true lift 15 pp, ~95% coverage.
 
     Cases differ in difficulty (p_i ~ U(0.1, 0.7)) and in their own lift (0.15 + U(-0.1,
@@ -468,13 +469,16 @@ def test_bootstrap_lift_interval_covers_a_known_lift() -> None:
                     outcomes[(c, r)] = (u < p, u < q)
                 else:
                     outcomes[(c, r)] = (rng.random() < p, rng.random() < q)
-        head = run(design_of(outcomes, names, 2), names, 2, seed=seed, resamples=500)["headline"]
+        head = run(
+            design_of(outcomes, names, 2), names, 2, seed=seed, resamples=500, method=method
+        )["headline"]
         low, high = head["lift_ci95_pp"]
         covered += low <= true_lift_pp <= high
     assert 0.90 <= covered / designs <= 0.99
 
 
-def test_lift_interval_covers_at_the_demo_size() -> None:
+@pytest.mark.parametrize("method", [1, 2])
+def test_lift_interval_covers_at_the_demo_size(method: int) -> None:
     """7 cases x 2 rounds, the docs-lift demo's size, true lift 20 pp: a plain percentile
     bootstrap covered about 87% here; the expanded one must reach the nominal band. 300
     designs: coverage SE ~1.3 pp, band 0.91-0.99."""
@@ -488,7 +492,9 @@ def test_lift_interval_covers_at_the_demo_size() -> None:
             q = p + 0.2 + rng.uniform(-0.1, 0.1)
             for r in (1, 2):
                 outcomes[(c, r)] = (rng.random() < p, rng.random() < q)
-        head = run(design_of(outcomes, names, 2), names, 2, seed=seed, resamples=500)["headline"]
+        head = run(
+            design_of(outcomes, names, 2), names, 2, seed=seed, resamples=500, method=method
+        )["headline"]
         if head["lift_ci95_pp"] is None:
             continue
         low, high = head["lift_ci95_pp"]
@@ -505,16 +511,18 @@ def test_same_lift_in_every_case_is_not_a_point_interval() -> None:
     assert head["lift_ci95_method"].startswith("Wilson bounds")
 
 
-def test_bootstrap_is_seeded_and_ignores_input_order() -> None:
+@pytest.mark.parametrize("method", [1, 2])
+def test_bootstrap_is_seeded_and_ignores_input_order(method: int) -> None:
     names = [f"c{i}" for i in range(12)]
     rng = random.Random(3)
     outcomes = {(c, r): (rng.random() < 0.4, rng.random() < 0.6) for c in names for r in (1, 2)}
     trials = design(names, 2, lambda c, r: outcomes[(c, r)])
-    first = run(trials, names, 2, seed=5)["headline"]["lift_ci95_pp"]
+    first = run(trials, names, 2, seed=5, method=method)["headline"]["lift_ci95_pp"]
     shuffled = trials[:]
     random.Random(1).shuffle(shuffled)
-    assert run(shuffled, list(reversed(names)), 2, seed=5)["headline"]["lift_ci95_pp"] == first
-    assert run(trials, names, 2, seed=6)["headline"]["lift_ci95_pp"] != first
+    again = run(shuffled, list(reversed(names)), 2, seed=5, method=method)
+    assert again["headline"]["lift_ci95_pp"] == first
+    assert run(trials, names, 2, seed=6, method=method)["headline"]["lift_ci95_pp"] != first
 
 
 # --- pass^k ------------------------------------------------------------------------------
