@@ -456,7 +456,10 @@ while time.monotonic() < end and not os.path.exists("/tmp/stop-flipping"):
         if libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
             raise SystemExit("renameat2: " + os.strerror(ctypes.get_errno()))
     flips += 1
-open("/tmp/flips", "w").write(str(flips))
+# Written whole, then renamed: the report may look for the file at any moment.
+with open("/tmp/flips.part", "w") as out:
+    out.write(str(flips))
+os.rename("/tmp/flips.part", "/tmp/flips")
 FLIP
 # setsid: out of the tool's process group, so it outlives this call and races the next ones.
 setsid python3 /tmp/flip.py > /tmp/flip.log 2>&1 < /dev/null &

@@ -190,11 +190,7 @@ def test_stack_on_three_nodes(docker_client: docker.DockerClient, tmp_path: Path
                 "'http://127.0.0.1:8000/healthz', timeout=10).read().decode())",
             )
         )
-        assert {n["name"]: n["state"] for n in health["nodes"]} == {
-            "node-1": "ready",
-            "node-2": "ready",
-            "node-3": "ready",
-        }
+        assert health["nodes"] == {"ready": 3, "drained": 0, "down": 0}
 
         mark = time.monotonic()
         submitted = _exec(

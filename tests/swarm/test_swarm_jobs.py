@@ -65,18 +65,23 @@ def test_a_job_spreads_over_the_nodes(server: Server, swarm_cluster: Cluster) ->
     _scored_once_each(trials, cases=2, rounds=6)
     assert job["status"] == "finished"
     used = Counter(t["node"] for t in trials)
-    assert set(used) == {n.name for n in swarm_cluster.nodes}, used
+    assert set(used) == _ready(swarm_cluster), used
 
 
 def test_health_and_metrics_report_the_nodes(server: Server, swarm_cluster: Cluster) -> None:
+    # The session's swarm may hold a node an earlier test killed (tests/swarm/test_cluster.py).
+    ready = _ready(swarm_cluster)
     health = server.http.get("/healthz").json()
     assert health["status"] == "ok"
-    assert health["nodes"] == {"ready": len(swarm_cluster.nodes), "drained": 0, "down": 0}
-    assert _node_states(server) == {n.name: "ready" for n in swarm_cluster.nodes}
+    assert health["nodes"]["ready"] == len(ready) >= 3
+    assert health["nodes"]["drained"] == 0
+    states = _node_states(server)
+    assert {name for name, state in states.items() if state == "ready"} == ready
+    assert health["nodes"]["down"] == sum(state == "down" for state in states.values())
     metrics = server.http.get("/metrics").text
-    assert f'examhall_nodes{{state="ready"}} {len(swarm_cluster.nodes)}' in metrics
-    for node in swarm_cluster.nodes:
-        assert f'examhall_node_trials{{node="{node.name}"}} 0' in metrics
+    assert f'examhall_nodes{{state="ready"}} {len(ready)}' in metrics
+    for name in ready:
+        assert f'examhall_node_trials{{node="{name}"}} 0' in metrics
 
 
 def test_a_task_suite_runs_in_its_environment_pushed_to_the_nodes(
@@ -100,7 +105,7 @@ def test_a_task_suite_runs_in_its_environment_pushed_to_the_nodes(
         ("nop", "failed"),
     }, [(t["variant"], t["outcome"], t["error_message"]) for t in trials]
     assert all(t["image"].startswith("examhall/env:") for t in trials)
-    assert {t["node"] for t in trials} <= {n.name for n in swarm_cluster.nodes}
+    assert {t["node"] for t in trials} <= _ready(swarm_cluster)
 
 
 def test_a_drained_node_gets_no_trials(server: Server, swarm_cluster: Cluster) -> None:
@@ -109,7 +114,7 @@ def test_a_drained_node_gets_no_trials(server: Server, swarm_cluster: Cluster) -
         _wait_for(lambda: swarm_cluster.manager.nodes.get(swarm_cluster.node("node-2").node_id)
                   .attrs["Spec"]["Availability"] == "drain", 30, "the drain")  # fmt: skip
         assert _node_states(server)["node-2"] == "drained"
-        assert server.http.get("/healthz").json()["nodes"]["drained"] == 1
+        assert server.http.get("/healthz").json()["nodes"]["drained"] >= 1
         created = server.submit(suite=SLOW, model=FAUX, rounds=4)
         server.wait(created["id"], timeout=300)
         trials = _trials(server, created["id"])
@@ -144,7 +149,7 @@ def test_a_fresh_node_pulls_the_image_through_the_registry_and_a_killed_node_los
 ) -> None:
     fresh = swarm_cluster.add_node()
     assert not fresh.client.images.list(), "a fresh node starts with no image"
-    others = [n.name for n in swarm_cluster.nodes if n is not fresh]
+    others = sorted(_ready(swarm_cluster) - {fresh.name})
     for name in others:
         swarm_cluster.drain(name)
     try:
@@ -177,7 +182,7 @@ def test_a_fresh_node_pulls_the_image_through_the_registry_and_a_killed_node_los
     assert report["variants"][0]["scored_trials"] == 16
     _wait_for(lambda: swarm_cluster.node_state(fresh.name) == "down", 60, "the manager to see it")
     assert _node_states(server)[fresh.name] == "down"
-    assert server.http.get("/healthz").json()["nodes"]["down"] == 1
+    assert server.http.get("/healthz").json()["nodes"]["down"] >= 1
     assert leftovers(backend, swarm_cluster) == []
 
 
@@ -197,3 +202,13 @@ def _node_states(server: Server) -> dict[str, str]:
             labels = dict(part.split("=", 1) for part in line[20:].split("}")[0].split(","))
             states[labels["node"].strip('"')] = labels["state"].strip('"')
     return states
+
+
+def _ready(cluster: Cluster) -> set[str]:
+    """The nodes the manager has ready and active now, by name."""
+    return {
+        node.attrs["Description"]["Hostname"]
+        for node in cluster.manager.nodes.list()
+        if node.attrs["Status"]["State"] == "ready"
+        and node.attrs["Spec"]["Availability"] == "active"
+    }
