@@ -1,19 +1,29 @@
 """Ingestion: events per second into the store through the scheduler's EventSink.
 
     python3 bench/ingestion.py [--events 1000000] [--database-url postgresql+psycopg://...]
+        [--before DIR]
 
 Each trial gets its own `service.scheduler.EventSink`, fed a transcript of synthetic
 `sandbox.protocol` events (assistant messages with tool calls and usage, tool calls, tool
 results of a few hundred bytes to a few kilobytes, lifecycle events) and flushed at its end,
 as the scheduler does. SQLite is a fresh WAL database under a temporary directory. With
-`--database-url` (an empty database; its tables are created by the migrations), the events
-are split into chunks that alternate between SQLite and that store (A B A B ...), and the
-table gives each store's median chunk rate and the ratio.
+`--database-url` (a PostgreSQL server and a role that may create databases), each side gets
+a fresh database named after the URL's, dropped at the end. With `--before DIR` (a checkout
+of the code to compare with: `git archive REV | tar -x -C DIR`), every store is measured
+twice, through that code's EventSink and through this one's.
+
+Each side (code x store) is a process of its own (this script, `--side`, importing `service`
+from its checkout); the events are split into chunks that the sides take in turns (A B C D
+A B ...), and the table gives each side's median chunk rate.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -21,8 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import median, table, write_json
-from sqlalchemy import func, select
+from _common import REPO, median, table, write_json
+from sqlalchemy import create_engine, func, make_url, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import (
@@ -39,7 +49,8 @@ from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Event as EventRow
 from service.store.models import Job, Suite, Trial
 
-TARGET_EVENTS_PER_S = 20_000
+# Issue 15's targets, events per second through one sink per trial.
+TARGETS = {"sqlite": 100_000, "postgresql": 50_000}
 EVENTS_PER_TRIAL = 500
 
 
@@ -143,58 +154,167 @@ class Store:
             )
 
 
+def side(url: str, events_per_trial: int) -> int:
+    """One side's process: ingest a chunk per request on stdin, answer its rate on stdout."""
+    import service
+
+    store = Store(url.split(":")[0], url)
+    events = transcript(events_per_trial, salt=1)
+    print(json.dumps({"service": str(Path(service.__file__).parent)}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "trials" in request:
+            answer: dict[str, Any] = {"rate": store.ingest(events, request["trials"])}
+        else:
+            answer = {"count": store.count()}
+        print(json.dumps(answer), flush=True)
+    store.engine.dispose()
+    return 0
+
+
+class Side:
+    """A side's process, started on a fresh store with `service` imported from `code`."""
+
+    def __init__(self, label: str, code: Path, url: str) -> None:
+        self.label = label
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--side", url],
+            env={**os.environ, "PYTHONPATH": str(code)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.service = str(self._read()["service"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"side {self.label} exited with {self.process.wait()}")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def fresh_postgres(base: str, name: str) -> str:
+    """A new database beside the URL's, for one side: both sides start from empty tables."""
+    url = make_url(base)
+    database = f"{url.database}_{name}_{os.getpid()}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{database}"'))
+    admin.dispose()
+    return url.set(database=database).render_as_string(hide_password=False)
+
+
+def drop_postgres(base: str, url: str) -> None:
+    admin = create_engine(make_url(base), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        database = make_url(url).database
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def load_average() -> list[str]:
+    with open("/proc/loadavg") as loadavg:
+        return loadavg.read().split()[:3]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=1_000_000, help="per store (default 1M)")
-    parser.add_argument("--chunks", type=int, default=10, help="chunks per store (default 10)")
-    parser.add_argument("--database-url", help="a second store to compare, e.g. PostgreSQL")
+    parser.add_argument("--events", type=int, default=1_000_000, help="per side (default 1M)")
+    parser.add_argument("--chunks", type=int, default=10, help="chunks per side (default 10)")
+    parser.add_argument("--database-url", help="a PostgreSQL server to measure beside SQLite")
+    parser.add_argument("--before", help="a checkout of the code to compare with")
     parser.add_argument("--json", help="output file (default bench/results/ingestion.json)")
+    parser.add_argument("--side", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.side:
+        return side(args.side, EVENTS_PER_TRIAL)
 
-    events = transcript(EVENTS_PER_TRIAL, salt=1)
+    codes = {"now": REPO}
+    if args.before:
+        before = Path(args.before).resolve()
+        if not (before / "service" / "scheduler").is_dir():
+            parser.error(f"--before {before} is not a checkout of examhall (no service/scheduler)")
+        codes = {"before": before, **codes}
     trials_per_chunk = max(1, args.events // args.chunks // EVENTS_PER_TRIAL)
+    total = trials_per_chunk * EVENTS_PER_TRIAL * args.chunks
+    sides: list[tuple[str, str, Side]] = []  # (store kind, code, its process)
+    databases: list[str] = []
     with tempfile.TemporaryDirectory(prefix="examhall-bench-") as tmp:
-        stores = [Store("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}")]
-        if args.database_url:
-            stores.append(Store(args.database_url.split(":")[0], args.database_url))
-        total = trials_per_chunk * EVENTS_PER_TRIAL * args.chunks
-        print(
-            f"{total:,} events per store in {args.chunks} chunks of {trials_per_chunk} trials "
-            f"x {EVENTS_PER_TRIAL} events, stores alternating: "
-            + ", ".join(s.label for s in stores)
-        )
-        rates: dict[str, list[float]] = {s.label: [] for s in stores}
-        for chunk in range(args.chunks):
-            for store in stores:
-                rates[store.label].append(store.ingest(events, trials_per_chunk))
+        try:
+            for code, path in codes.items():
+                url = f"sqlite:///{Path(tmp) / f'{code}.db'}"
+                sides.append(("sqlite", code, Side(f"sqlite {code}", path, url)))
+            for code, path in codes.items() if args.database_url else ():
+                databases.append(fresh_postgres(args.database_url, code))
+                sides.append(("postgresql", code, Side(f"postgresql {code}", path, databases[-1])))
+            load_at_start = load_average()
+            print(f"load average at the start: {' '.join(load_at_start)}")
             print(
-                f"  chunk {chunk + 1}/{args.chunks}: "
-                + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rates.items())
+                f"{total:,} events per side in {args.chunks} chunks of {trials_per_chunk} "
+                f"trials x {EVENTS_PER_TRIAL} events, sides taking turns:"
             )
-        counts = {s.label: s.count() for s in stores}
-        for store in stores:
-            store.engine.dispose()
+            for kind, code, process in sides:
+                print(f"  {kind} {code}: service from {process.service}")
+            rates: dict[str, list[float]] = {p.label: [] for _, _, p in sides}
+            for chunk in range(args.chunks):
+                for _, _, process in sides:
+                    rate = float(process.ask({"trials": trials_per_chunk})["rate"])
+                    rates[process.label].append(rate)
+                print(
+                    f"  chunk {chunk + 1}/{args.chunks}: "
+                    + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rates.items()),
+                    flush=True,
+                )
+            counts = {p.label: int(p.ask({})["count"]) for _, _, p in sides}
+        finally:
+            for _, _, process in sides:
+                process.close()
+            for url in databases:
+                drop_postgres(args.database_url, url)
     for label, count in counts.items():
         assert count == total, f"{label} holds {count} events, expected {total}"
 
+    load = load_average()
+    medians = {label: median(values) or 0.0 for label, values in rates.items()}
+    met = {kind: medians[f"{kind} now"] >= TARGETS[kind] for kind, _, _ in sides}
     result: dict[str, Any] = {
-        "events_per_store": total,
+        "events_per_side": total,
         "events_per_trial": EVENTS_PER_TRIAL,
         "chunks": args.chunks,
-        "target_events_per_s": TARGET_EVENTS_PER_S,
-        "median_events_per_s": {k: median(v) for k, v in rates.items()},
+        "before": str(codes.get("before", "")) or None,
+        "load_average_at_the_start": load_at_start,
+        "load_average_at_the_end": load,
+        "targets_events_per_s": {kind: TARGETS[kind] for kind in met},
+        "median_events_per_s": medians,
         "chunk_events_per_s": rates,
-        "met": (median(rates["sqlite"]) or 0) >= TARGET_EVENTS_PER_S,
+        "met": met,
     }
-    rows = [[k, median(v), min(v), max(v)] for k, v in rates.items()]
+    rows = [[k, medians[k], min(v), max(v)] for k, v in rates.items()]
     print()
-    print(table(["store", "median events/s", "min", "max"], rows))
-    if len(stores) == 2:
-        other = stores[1].label
-        ratio = (median(rates[other]) or 0) / (median(rates["sqlite"]) or 1)
-        result["ratio_vs_sqlite"] = {other: ratio}
-        print(f"\n{other} / sqlite: {ratio:.2f}x")
-    print(f"target: >= {TARGET_EVENTS_PER_S:,} events/s into SQLite")
+    print(table(["side", "median events/s", "min", "max"], rows))
+    print(f"load average at the end: {' '.join(load)}")
+    summary = []
+    for kind in met:
+        now = medians[f"{kind} now"]
+        line = f"{kind} {now:,.0f} events/s (target {TARGETS[kind]:,}: "
+        line += "met" if met[kind] else "NOT met"
+        if args.before:
+            line += f"; {now / (medians[f'{kind} before'] or 1):.2f}x before"
+        summary.append(line + ")")
+    print("summary: " + "; ".join(summary))
     write_json("ingestion", result, args.json)
     return 0
 

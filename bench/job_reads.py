@@ -251,6 +251,30 @@ def stream_part(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages: on a shared machine, part of every figure."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def summary(http: dict[str, Any]) -> list[str]:
+    """One line per target at the largest size: the figure, the target, met or not."""
+    largest = max(int(k) for k in http["submit_s"])
+    figures = [
+        (f"POST /v1/jobs {largest:,} trials", http["submit_s"][str(largest)], TARGET_SUBMIT_S),
+        *(
+            (f"{name} (median)", value, TARGET_READ_S)
+            for name, value in http["reads_s"].items()
+            if name.endswith(f" {largest:,}") or name.startswith("GET /v1/jobs (")
+        ),
+    ]
+    load = _load()
+    return [
+        f"SUMMARY {name}: {value:.3f} s, target < {target:g} s: "
+        f"{'met' if value < target else 'MISSED'} (load {load})"
+        for name, value, target in figures
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -260,7 +284,7 @@ def main() -> int:
     parser.add_argument("--json", help="output file (default bench/results/job_reads.json)")
     args = parser.parse_args()
 
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"loadavg_start": _load()}
     if not args.skip_http:
         results["http"] = http_part(args)
         http = results["http"]
@@ -273,6 +297,8 @@ def main() -> int:
             )
         )
         print(f"the largest job's page: {http['largest_page_cells']:,} grid cells")
+        for line in summary(http):
+            print(line)
     results["stream"] = stream_part(args)
     stream = results["stream"]
     print()
@@ -291,6 +317,7 @@ def main() -> int:
         )
     )
     results["targets"] = {"read_s": TARGET_READ_S, "submit_s": TARGET_SUBMIT_S}
+    results["loadavg_end"] = _load()
     write_json("job_reads", results, args.json)
     return 0
 

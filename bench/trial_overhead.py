@@ -6,10 +6,12 @@ Side A is `service.launch.trial.run_trial` on the smoke suite's `create-greeting
 simulated model at p=1 (one tool call, one judge). Side B, the floor, is
 `docker run --rm --entrypoint true IMAGE` on the same sandbox image: the image's entrypoint
 is the worker, which would wait for a request, so the floor names `true` as the entrypoint.
-The sides alternate (A B A B ...); the table gives medians and the ratio A / B, and the
-trial's breakdown as seen from the control plane. `--versus-image` adds a third side, the
-same trial on another sandbox image (say, one built before a change to sandbox/), to
-measure a change to the worker against the code it replaces.
+The sides alternate (A B A B ...); the table gives medians and the ratio A / B, the trial's
+breakdown as seen from the control plane (the worker's start split by the step messages it
+sends), and the worker's own step timings. `--versus-image` adds a third side, the same trial
+on another sandbox image (say, one built before a change to sandbox/), to measure a change
+to the worker against the code it replaces, phase by phase. The last line, `SUMMARY`, gives
+the ratio against the target and the load average before and after the run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from _common import interleave, median, sandbox_image, table, write_json
@@ -31,8 +34,25 @@ from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
 from service.suites import load_suite
 
-TARGET_RATIO = 1.3
-PHASES = ("create", "start", "worker_ready", "agent", "judge", "exit", "teardown", "other")
+TARGET_RATIO = 1.15
+# Where a trial's time goes, from the control plane: the backend's calls, and the worker's
+# start split by the step messages it sends as it goes (each is stamped on arrival).
+PHASES = (
+    "create",
+    "start",
+    "python_imports",
+    "fork_read_spec",
+    "scrub_drop",
+    "load_bundle",
+    "seed_workspace",
+    "self_check",
+    "agent",
+    "judge",
+    "exit",
+    "teardown",
+    "other",
+)
+WORKER_READY = PHASES[2:8]
 
 
 class TimedLauncher(Launcher):
@@ -67,8 +87,15 @@ def phases(launcher: TimedLauncher, run: SandboxRun, wall: float) -> dict[str, f
     out = {
         "create": run.timings["create"],
         "start": run.timings["start"],
-        # Python start, read the spec, load the bundle, fork, drop privileges, self-check.
-        "worker_ready": m["run_agent"] - m["started"],
+        # The interpreter's start and the worker's imports, up to its first message (the
+        # engine may have started the process before `start` returned: then less).
+        "python_imports": m["start_as_root"] - m["started"],
+        # The fork, the supervisor reading the request and handing it to the child.
+        "fork_read_spec": m["scrub_env"] - m["start_as_root"],
+        "scrub_drop": m["load_bundle"] - m["scrub_env"],
+        "load_bundle": m["seed_workspace"] - m["load_bundle"],
+        "seed_workspace": m["self_check"] - m["seed_workspace"],
+        "self_check": m["run_agent"] - m["self_check"],
         "agent": m["judge"] - m["run_agent"],
         "judge": m["result"] - m["judge"],
         # The session artifact, the worker's exit and reading the exit state.
@@ -79,6 +106,12 @@ def phases(launcher: TimedLauncher, run: SandboxRun, wall: float) -> dict[str, f
     return out
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages: what else the machine was doing."""
+    with open("/proc/loadavg") as handle:
+        return " ".join(handle.read().split()[:3])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=40, help="trials per side (default 40)")
@@ -87,26 +120,33 @@ def main() -> int:
     args = parser.parse_args()
 
     image = sandbox_image()
-    launcher = TimedLauncher(DockerSettings(image=image))
-    other = TimedLauncher(DockerSettings(image=args.versus_image or image))
     suite = load_suite("smoke")
-    breakdowns: list[dict[str, float]] = []
+    images = {"examhall trial": image}
+    if args.versus_image:
+        images[f"trial on {args.versus_image}"] = args.versus_image
+    launchers = {name: TimedLauncher(DockerSettings(image=ref)) for name, ref in images.items()}
+    breakdowns: dict[str, list[dict[str, float]]] = {name: [] for name in images}
+    # The worker's own step timings, as it reports them in its result.
+    worker_timings: dict[str, list[dict[str, float]]] = {name: [] for name in images}
 
-    def trial(launcher: TimedLauncher = launcher, keep: bool = True) -> float:
+    def trial(name: str) -> float:
         spec = RunSpec(
             trial_id=f"bench-{uuid.uuid4().hex[:12]}",
             suite=suite,
             case_id="create-greeting",
             model=ModelRef("simulated", "coin?p=1"),
         )
+        launcher = launchers[name]
         started = time.perf_counter()
         record = run_trial(launcher, spec, job_id="bench", deadline_s=60)
         wall = time.perf_counter() - started
         if record.result.outcome != "passed":
             raise SystemExit(f"the trivial trial did not pass: {record.result}")
         assert record.sandbox is not None
-        if keep:
-            breakdowns.append(phases(launcher, record.sandbox, wall))
+        breakdowns[name].append(phases(launcher, record.sandbox, wall))
+        worker_timings[name].append(
+            {k: v for k, v in record.result.timings.items() if not k.startswith("container_")}
+        )
         return wall
 
     def floor() -> float:
@@ -118,44 +158,76 @@ def main() -> int:
         )
         return time.perf_counter() - started
 
-    print(f"{args.trials} trials per side, interleaved, image {image}")
-    sides = {"examhall trial": trial, "docker run --rm": floor}
-    if args.versus_image:
-        sides[f"trial on {args.versus_image}"] = lambda: trial(other, keep=False)
+    load_before = load_average()
+    print(f"{args.trials} trials per side, interleaved, image {image}, load {load_before}")
+    sides: dict[str, Callable[[], float]] = {name: partial(trial, name) for name in images}
+    sides["docker run --rm"] = floor
     samples = interleave(sides, args.trials)
-    breakdowns = breakdowns[-args.trials :]  # drop the warm-up's
-    trial_s = median(samples["examhall trial"])
-    floor_s = median(samples["docker run --rm"])
-    assert trial_s is not None and floor_s is not None
+    load_after = load_average()
+    for name in images:  # drop the warm-up's
+        breakdowns[name] = breakdowns[name][-args.trials :]
+        worker_timings[name] = worker_timings[name][-args.trials :]
+    medians = {name: median(values) or 0.0 for name, values in samples.items()}
+    trial_s, floor_s = medians["examhall trial"], medians["docker run --rm"]
     ratio = trial_s / floor_s
 
     print()
     print(
         table(
-            ["side", "median s", "min s", "max s"],
-            [[name, median(values), min(values), max(values)] for name, values in samples.items()],
+            ["side", "median s", "min s", "max s", "/ floor"],
+            [
+                [name, medians[name], min(values), max(values), medians[name] / floor_s]
+                for name, values in samples.items()
+            ],
         )
     )
-    print(f"\nratio trial / floor: {ratio:.2f}x (target <= {TARGET_RATIO}x)")
+    breakdown = {
+        name: {p: median([b[p] for b in rows]) or 0.0 for p in PHASES}
+        for name, rows in breakdowns.items()
+    }
+    for parts in breakdown.values():
+        parts["worker_ready"] = sum(parts[p] for p in WORKER_READY)
+    steps = {
+        name: {
+            key: median([t[key] for t in rows if key in t]) or 0.0
+            for key in sorted({k for t in rows for k in t})
+        }
+        for name, rows in worker_timings.items()
+    }
+    print("\nmedians of each phase, seen from the control plane (s):")
+    print(
+        table(
+            ["phase", *images],
+            [[p, *(breakdown[n][p] for n in images)] for p in [*PHASES, "worker_ready"]],
+        )
+    )
+    print("\nmedians of the worker's own step timings (s):")
+    keys = sorted({k for n in images for k in steps[n]})
+    print(table(["step", *images], [[k, *(steps[n].get(k) for n in images)] for k in keys]))
     versus = None
     if args.versus_image:
-        versus = (median(samples[f"trial on {args.versus_image}"]) or 0.0) / trial_s
-        print(f"trial on {args.versus_image} / trial: {versus:.2f}x")
-    breakdown = {p: median([b[p] for b in breakdowns]) for p in PHASES}
-    print()
-    print(table(["phase", "median s"], [[p, v] for p, v in breakdown.items()]))
+        versus = medians[f"trial on {args.versus_image}"] / trial_s
+    met = ratio <= TARGET_RATIO
+    print(
+        f"\nSUMMARY trial {trial_s:.3f} s / floor {floor_s:.3f} s = {ratio:.2f}x, target <= "
+        f"{TARGET_RATIO}x: {'met' if met else 'MISSED'}"
+        + (f"; {args.versus_image} / this image = {versus:.2f}x" if versus else "")
+        + f"; load {load_before} -> {load_after}"
+    )
     write_json(
         "trial_overhead",
         {
             "image": image,
             "trials_per_side": args.trials,
-            "median_s": {"trial": trial_s, "floor": floor_s},
+            "load_average": {"before": load_before, "after": load_after},
+            "median_s": medians,
             "ratio": ratio,
             "versus_image": args.versus_image,
             "versus_ratio": versus,
             "target_ratio": TARGET_RATIO,
-            "met": ratio <= TARGET_RATIO,
+            "met": met,
             "breakdown_median_s": breakdown,
+            "worker_step_median_s": steps,
             "samples_s": samples,
             "breakdowns": breakdowns,
         },

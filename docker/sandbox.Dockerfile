@@ -11,8 +11,10 @@ FROM ${BASE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/opt/examhall LANG=C.UTF-8
 WORKDIR /workspace
 # -P: the working directory (/workspace, the agent's to write) must never be on sys.path, or
-# a module the agent drops there would shadow one the worker imports later.
-ENTRYPOINT ["python3", "-P", "-m", "sandbox.worker"]
+# a module the agent drops there would shadow one the worker imports later. -S: no `site`,
+# as in a task environment's worker layer: the worker is stdlib-only, and site's path
+# scanning and the distribution's sitecustomize cost every trial's start for nothing.
+ENTRYPOINT ["python3", "-P", "-S", "-m", "sandbox.worker"]
 
 COPY sandbox /opt/examhall/sandbox
 

@@ -7,12 +7,12 @@ from case code or a library cannot corrupt the protocol stream.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import sys
 from collections.abc import Callable
 from typing import BinaryIO
 
+from sandbox import digests
 from sandbox.protocol import (
     MAX_LINE_BYTES,
     ArtifactMessage,
@@ -60,7 +60,7 @@ class Channel:
             ArtifactMessage(
                 name=name,
                 content_b64=base64.b64encode(content).decode(),
-                sha256=hashlib.sha256(content).hexdigest(),
+                sha256=digests.sha256(content).hexdigest(),
                 size=len(content),
             )
         )

@@ -16,8 +16,6 @@ import ctypes
 import os
 from collections.abc import Mapping
 
-from sandbox.seccomp_filter import ARCHES, ProfileError, compile_profile, load_profile
-
 SELF_CONFINE_ENV = "EXAMHALL_SELF_CONFINE"
 
 _PR_SET_NO_NEW_PRIVS = 38
@@ -43,6 +41,10 @@ def requested(environ: Mapping[str, str]) -> bool:
 def confine_self() -> int:
     """Set no_new_privs and install examhall's seccomp filter on every thread of this process;
     returns the program's length in instructions. ConfinementError if any of it fails."""
+    # Here, not at the top: the compiler and its syscall tables are a good part of the
+    # worker's start, and only a backend that cannot confine the container needs them.
+    from sandbox.seccomp_filter import ARCHES, ProfileError, compile_profile, load_profile
+
     machine = os.uname().machine
     if machine not in ARCHES:
         raise ConfinementError(

@@ -8,7 +8,6 @@ from typing import Protocol
 from sandbox.conversation import AssistantTurn, ModelRequest, ProviderError
 from sandbox.faux import FauxModel
 from sandbox.protocol import ModelRef
-from sandbox.simulated import simulated_model
 from sandbox.suite import Case
 
 
@@ -37,6 +36,9 @@ def resolve_model(
             )
         return FauxModel(script, name=str(ref)), f"faux script {ref.id}"
     if ref.provider == "simulated":
+        # Only here: its coin's hashing and parsing are no part of a real model's trial.
+        from sandbox.simulated import simulated_model
+
         model, passed, draw = simulated_model(
             ref.id,
             solution=case.scripts.get("solution"),

@@ -7,9 +7,10 @@ quietly turn a comparison into two runs of the same arm.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
+
+from sandbox import digests
 
 RULES = """You are an agent working on one task in the directory /workspace.
 Use the tools to inspect and change files there; paths are relative to /workspace.
@@ -56,4 +57,4 @@ def verify_prompt(prompt: str, *, variant: str, has_docs: bool) -> None:
 
 
 def prompt_sha256(prompt: str) -> str:
-    return hashlib.sha256(prompt.encode()).hexdigest()
+    return digests.sha256(prompt.encode()).hexdigest()

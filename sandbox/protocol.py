@@ -149,6 +149,8 @@ class RunSpec:
     sandbox_gid: int = SANDBOX_GID
     # A task with its own environment and verifier, instead of a judged case of `suite`.
     task: TaskSpec | None = None
+    # The job's judge model for model-graded judges, reached through the control plane only.
+    judge_model: ModelRef | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,8 @@ class JudgeScore:
     name: str
     score: float
     detail: str = ""
+    # A model-graded judge's rubric (sha256 of its text).
+    rubric_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -473,6 +477,9 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
     provider = spec.get("provider")
     if provider is not None and not isinstance(provider, dict):
         raise ProtocolError("Run request field 'provider' must be an object.")
+    judge_model = spec.get("judge_model")
+    if judge_model is not None and not isinstance(judge_model, dict):
+        raise ProtocolError("Run request field 'judge_model' must be an object.")
     budget = spec.get("budget")
     if budget is not None and not isinstance(budget, dict):
         raise ProtocolError("Run request field 'budget' must be an object.")
@@ -498,5 +505,10 @@ def decode_request(line: bytes) -> RunRequest | ListCasesRequest:
             sandbox_uid=int(spec.get("sandbox_uid", SANDBOX_UID)),
             sandbox_gid=int(spec.get("sandbox_gid", SANDBOX_GID)),
             task=_task(spec.get("task")),
+            judge_model=ModelRef(
+                provider=_require(judge_model, "provider", str), id=_require(judge_model, "id", str)
+            )
+            if judge_model is not None
+            else None,
         )
     )

@@ -123,15 +123,19 @@ def decode_call(data: dict[str, Any]) -> ModelCallMessage:
 class RelayModel:
     """A model reached through the control plane's gateway."""
 
-    def __init__(self, name: str, send: Any, receive: Any) -> None:
+    def __init__(
+        self, name: str, send: Any, receive: Any, *, message: Any = ModelCallMessage
+    ) -> None:
         self.name = name
         self._send = send
         self._receive = receive
+        # The call's message type: the agent's model_call, or a judge_call (sandbox.graded).
+        self._message = message
         self._ids = itertools.count(1)
 
     def complete(self, request: ModelRequest) -> AssistantTurn:
         call_id = f"call-{next(self._ids)}"
-        self._send(ModelCallMessage(id=call_id, request=request))
+        self._send(self._message(id=call_id, request=request))
         while True:
             line = self._receive()
             if not line:

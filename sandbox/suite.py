@@ -11,11 +11,16 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sandbox.caps import JUDGE_READ, CapExceeded
+from sandbox.conversation import AssistantTurn, ModelRequest
 from sandbox.faux import FauxStep
 from sandbox.protocol import Event, ToolResultEvent
+
+
+class ModelClient(Protocol):
+    def complete(self, request: ModelRequest) -> AssistantTurn: ...
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,9 @@ class AgentRun:
     events: tuple[Event, ...]
     # The most read_file reads; the agent decides how large its files are.
     read_limit: int = 16 * 1024 * 1024
+    # The job's judge model (sandbox.graded), reached through the control plane; None when
+    # the job names none.
+    judge_model: ModelClient | None = None
 
     def read_file(self, path: str) -> str | None:
         """A workspace file's text as it is now, or None when it is missing, escapes or is
@@ -60,6 +68,8 @@ JudgeResult = bool | float | tuple[float, str]
 class Judge:
     name: str
     fn: Callable[[AgentRun], JudgeResult]
+    # A model-graded judge's rubric, by its hash: the report's record names it.
+    rubric_sha256: str | None = None
 
     def score(self, run: AgentRun) -> tuple[float, str]:
         """The judge's score in [0, 1] and its detail; ValueError when it broke that rule."""
@@ -78,6 +88,61 @@ class Judge:
 def judge(fn: Callable[[AgentRun], JudgeResult]) -> Judge:
     """Decorator: a function of the run becomes a judge named after it."""
     return Judge(name=fn.__name__, fn=fn)
+
+
+@dataclass(frozen=True)
+class Weighted:
+    """A case's rule for combining its judges: the weighted mean of their scores, passing at
+    `threshold`. Judges not named in `weights` weigh 1. Without it a case passes only when
+    every judge scores 1 (the mean is 1)."""
+
+    threshold: float
+    weights: Mapping[str, float] = field(default_factory=dict)
+
+    def check(self, case_id: str, judge_names: Sequence[str]) -> None:
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, int | float):
+            raise ValueError(f"Case {case_id}'s threshold must be a number in (0, 1].")
+        if not (math.isfinite(self.threshold) and 0.0 < self.threshold <= 1.0):
+            raise ValueError(
+                f"Case {case_id}'s threshold is {self.threshold!r}; give a number in (0, 1]."
+            )
+        duplicated = sorted({n for n in judge_names if judge_names.count(n) > 1})
+        if duplicated:
+            raise ValueError(
+                f"Case {case_id} weighs its judges by name, and {duplicated} name more than "
+                "one judge; give each judge its own name (name=...)."
+            )
+        for judge_name, weight in self.weights.items():
+            if judge_name not in judge_names:
+                raise ValueError(
+                    f"Case {case_id} weighs {judge_name!r}, which is not one of its judges "
+                    f"({', '.join(judge_names)})."
+                )
+            if (
+                isinstance(weight, bool)
+                or not isinstance(weight, int | float)
+                or not (math.isfinite(weight) and weight > 0)
+            ):
+                raise ValueError(
+                    f"Case {case_id} weighs {judge_name!r} {weight!r}; a weight is a positive "
+                    "number."
+                )
+
+    def weight(self, judge_name: str) -> float:
+        return float(self.weights.get(judge_name, 1.0))
+
+
+def combine(scores: Sequence[tuple[str, float]], rule: Weighted | None) -> tuple[float, bool]:
+    """The trial's score and whether it passed, from its judges' (name, score)."""
+    if rule is None:
+        score = math.fsum(value for _, value in scores) / len(scores)
+        return score, score >= 1.0
+    total = math.fsum(rule.weight(n) for n, _ in scores)
+    score = min(1.0, math.fsum(rule.weight(n) * value for n, value in scores) / total)
+    # Every judge at 1 is a score of 1, whatever rounding the weights bring.
+    if all(value >= 1.0 for _, value in scores):
+        score = 1.0
+    return score, score >= rule.threshold or math.isclose(score, rule.threshold)
 
 
 @dataclass(frozen=True)
@@ -139,6 +204,9 @@ class Case:
     scripts: Mapping[str, Sequence[FauxStep]] = field(default_factory=dict)
     # The image this case runs in; None: the suite's ENVIRONMENT, else the bare sandbox.
     environment: Environment | None = None
+    # How the judges' scores combine: None, every judge must score 1; or a weighted mean
+    # with a threshold.
+    scoring: Weighted | None = None
 
     def __post_init__(self) -> None:
         if self.environment is not None and not isinstance(self.environment, Environment):
@@ -155,6 +223,10 @@ class Case:
                 )
         if not self.prompts:
             raise ValueError(f"Case {self.id} has an empty input; give a prompt or steps.")
+        if self.scoring is not None:
+            if not isinstance(self.scoring, Weighted):
+                raise ValueError(f"Case {self.id}'s scoring is not a sandbox.suite.Weighted.")
+            self.scoring.check(self.id, [j.name for j in self.judges])
 
     @property
     def prompts(self) -> list[str]:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sandbox import limits, privilege, verifier, workspace
+from sandbox import limits, privilege, workspace
 from sandbox.channel import Channel
 from sandbox.protocol import (
     MAX_LINE_BYTES,
@@ -282,6 +282,9 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
         run.direct = _Direct(spec, run.emit)
     bare = dataclasses.replace(spec, credentials=None, provider=None, budget=None)
     if spec.task is not None:
+        # Only a task's trial has a verifier, so only it imports one.
+        from sandbox import verifier
+
         # The verifier's files stay here; the child (and so the agent) never has them.
         run.verifying = True
         bare = dataclasses.replace(bare, task=dataclasses.replace(spec.task, tests={}))
@@ -367,6 +370,8 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
 def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict[str, Any]:
     """The child's result with the verifier's verdict, when the agent's run ended cleanly
     (an agent that failed has failed: nothing is verified)."""
+    from sandbox import verifier  # imported by _hand_over already: a task's trial
+
     result = message.get("result")
     if not isinstance(result, dict) or result.get("error_kind") is not None:
         return message
@@ -408,6 +413,8 @@ def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict
 
 
 def _send_verifier_log(run: _Supervision) -> None:
+    from sandbox import verifier
+
     with contextlib.suppress(verifier.NoReward, OSError):
         log = verifier.read_log()
         if log is not None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import sandbox
 from sandbox import (
     bundle,
     caps,
@@ -40,6 +41,7 @@ from sandbox import (
 from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
+from sandbox.graded import JudgeModelClient, JudgeModelError
 from sandbox.model_choice import resolve_model
 from sandbox.prompt import PromptMismatch, build_system_prompt, prompt_sha256, verify_prompt
 from sandbox.protocol import (
@@ -60,9 +62,8 @@ from sandbox.protocol import (
     TrialResult,
 )
 from sandbox.relay import RelayModel
-from sandbox.suite import AgentRun, Case, cases_of, find_case
+from sandbox.suite import AgentRun, Case, cases_of, combine, find_case
 from sandbox.supervisor import supervise
-from sandbox.task_case import run_builtin, task_case
 from sandbox.tools import DEFAULT_TOOLS, select_tools
 from sandbox.tools.base import ToolContext
 from sandbox.tools.bash import kill_strays
@@ -139,8 +140,11 @@ class Worker:
             return
         spec = request.spec
         self.transcript = caps.TranscriptCap(spec.limits.max_events, spec.limits.max_event_bytes)
+        # What only some trials use is imported for those alone, and before the agent runs.
+        if spec.task is not None:
+            import sandbox.task_case
         if spec.command:
-            import sandbox.external  # noqa: F401  (before /workspace is the agent's)
+            import sandbox.external  # noqa: F401
         try:
             tool_env = self.step("scrub_env", self.scrub_env)
             if spec.task is not None:
@@ -148,7 +152,7 @@ class Worker:
             self.step("drop_privileges", lambda: self.drop(spec.sandbox_uid, spec.sandbox_gid))
             case = self.step("load_bundle", lambda: self.load_case(spec))
             self.step("seed_workspace", lambda: self.seed(spec, case))
-            self.step("self_check", lambda: self.self_check(tool_env))
+            self.step("self_check", self.self_check)
             result = self.run_and_judge(spec, case, tool_env)
         except StepFailed as failure:
             result = self.failed(failure)
@@ -219,6 +223,8 @@ class Worker:
 
     def load_case(self, spec: RunSpec) -> Case:
         if spec.task is not None:
+            from sandbox.task_case import task_case
+
             return task_case(spec.task)
         cases = self.import_suite(spec.suite.name, spec.suite.source)
         try:
@@ -254,7 +260,7 @@ class Worker:
         except (OSError, privilege.PrivilegeError) as exc:
             _fail("drop_privileges", f"Failed to enter the unprivileged sandbox: {exc}")
 
-    def self_check(self, tool_env: dict[str, str]) -> None:
+    def self_check(self) -> None:
         # The case code is in this worker's memory only (and the request in the
         # supervisor's): no file holds it, so these are what an agent could read it from.
         paths = [
@@ -263,7 +269,7 @@ class Worker:
             for name in ("environ", "mem")
         ]
         try:
-            selfcheck.verify_unreadable(paths, tool_env)
+            selfcheck.verify_unreadable(paths)
         except selfcheck.ReadableError as exc:
             _fail("self_check", str(exc))
 
@@ -339,8 +345,8 @@ class Worker:
             )
         finally:
             self.timings["judge"] = round(time.monotonic() - started, 6)
-        score = sum(s.score for s in scores) / len(scores)
-        return finish(outcome="passed" if score >= 1.0 else "failed", score=score, judges=scores)
+        score, passed = combine([(s.name, s.score) for s in scores], case.scoring)
+        return finish(outcome="passed" if passed else "failed", score=score, judges=scores)
 
     def run_agent(
         self,
@@ -354,6 +360,8 @@ class Worker:
         prompt_hash: str | None = None
         try:
             if spec.task is not None and spec.task.agent is not None:
+                from sandbox.task_case import run_builtin
+
                 # A built-in agent checks the task; it has no model and no prompt.
                 run_builtin(
                     spec.task.agent,
@@ -438,12 +446,23 @@ class Worker:
             Path(WORKSPACE_DIR),
             tuple(self.events),
             read_limit=spec.limits.judge_read_bytes,
+            judge_model=JudgeModelClient(
+                str(spec.judge_model), self.channel.send, self.channel.receive_line
+            )
+            if spec.judge_model is not None
+            else None,
         )
         scores: list[JudgeScore] = []
         for item in case.judges:
             try:
                 value, detail = item.score(run)
+            except JudgeModelError as exc:
+                # Unscored, and retried: the control plane keeps it so only when its judge
+                # gateway saw that failure itself (service/launch/judging.py).
+                message = f"Judge {item.name}: {exc}"
+                raise _JudgeFailed("judge_error", message, scores) from None
             except caps.CapExceeded as exc:
+                scores.append(JudgeScore(name=item.name, score=0.0, detail=exc.message))
                 raise _JudgeFailed("limit_exceeded", exc.message, scores, exc.cap) from None
             except BaseException as exc:  # SystemExit too: a judge cannot end the worker
                 message = (
@@ -451,8 +470,14 @@ class Worker:
                     f"({type(exc).__name__}: {exc}); a judge that fails on what the agent "
                     "left fails the trial."
                 )
+                # Kept as a failed judge, so its own pass rate counts what it failed on.
+                scores.append(JudgeScore(name=item.name, score=0.0, detail=message))
                 raise _JudgeFailed("agent_error", message, scores) from None
-            scores.append(JudgeScore(name=item.name, score=value, detail=detail))
+            scores.append(
+                JudgeScore(
+                    name=item.name, score=value, detail=detail, rubric_sha256=item.rubric_sha256
+                )
+            )
         return scores
 
 
@@ -481,8 +506,10 @@ def _jsonable(value: dict[str, object]) -> dict[str, object]:
 
 def main() -> int:
     channel = Channel.take_stdio()
+    worker = Worker(channel)
+    worker.timings["imports"] = round(time.monotonic() - sandbox.STARTED, 6)
     try:
-        Worker(channel).run()
+        worker.run()
     except Exception:
         # Past the point of reporting a result through the protocol: leave a trace on stderr
         # and a non-zero exit. The root supervisor reports the death (supervisor.py,

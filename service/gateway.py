@@ -57,7 +57,7 @@ class TrialGateway:
             return ModelReplyMessage(id=call.id, error=ReplyError("limit_exceeded", refusal))
         started = time.monotonic()
         try:
-            turn = self._send(call.request)
+            turn = self.send(call.request)
         except ProviderError as exc:
             self._event("generation_failed", str(exc))
             return ModelReplyMessage(id=call.id, error=ReplyError("provider_error", str(exc)))
@@ -81,7 +81,7 @@ class TrialGateway:
         )
         return HttpResponse(response.status_code, dict(response.headers), response.content)
 
-    def _send(self, request: ModelRequest) -> AssistantTurn:
+    def send(self, request: ModelRequest) -> AssistantTurn:
         wire = WIRE_FORMATS[self.entry.kind]
         key = self.entry.key()
         if key is None:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from sandbox.conversation import ProviderError
 from sandbox.providers.pricing import Price
-from sandbox.simulated import parse_coin
+from sandbox.simulated import parse_coin, parse_grader
 from service.settings import get_settings
 
 BUILT_IN = ("faux", "simulated")
@@ -175,6 +175,25 @@ class ProviderRegistry:
                         f"Case {case_id} has no faux script {model_id!r}; its scripts: {known}.",
                     )
         return None
+
+    def judge_model_problem(
+        self, provider: str, model_id: str
+    ) -> tuple[Literal["provider", "id"], str] | None:
+        """Why `provider/model_id` cannot be a job's judge model, as the field at fault and a
+        message; None when it can."""
+        if provider == "faux":
+            return (
+                "provider",
+                "faux plays a case's scripts for the agent; a judge model is simulated "
+                "(simulated/grader?pass_if=WORD) or a provider of the providers file.",
+            )
+        if provider == "simulated":
+            try:
+                parse_grader(model_id)
+            except ProviderError as exc:
+                return "id", str(exc)
+            return None
+        return self.model_problem(provider, model_id, {})
 
 
 def default_model() -> tuple[str, str] | None:

@@ -18,7 +18,7 @@ from service.api import allow, errors
 from service.api.auth import UNAUTHORIZED, principal
 from service.api.body_limit import BodyCap, BodyLimit
 from service.api.context import Context
-from service.api.routes import health, jobs, reports, suites, trials
+from service.api.routes import health, jobs, reports, reviews, suites, trials
 from service.api.settings import FrontSettings, front_settings
 from service.backends.protocol import SandboxBackend
 from service.backends.registry import create_backend
@@ -28,6 +28,7 @@ from service.scheduler import Scheduler
 from service.scheduler.prepare import make_preparer
 from service.settings import get_settings
 from service.store.db import make_engine, migrate, session_factory
+from service.web.review_routes import register_review_web
 from service.web.routes import register_web
 
 ADMIN_TOKEN_ENV = "EXAMHALL_ADMIN_TOKEN"
@@ -102,12 +103,13 @@ def create_app(
     # Authentication runs before the body is read, so a caller without a token learns
     # nothing about the API beyond the 401.
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(principal)], responses=UNAUTHORIZED)
-    for resource in (jobs, trials, reports, suites):
+    for resource in (jobs, trials, reports, suites, reviews):
         v1.include_router(resource.router)
     app.include_router(v1)
     allow.install(app)
     app.include_router(health.router)
     register_web(app)
+    register_review_web(app)
     # An archive upload has a cap of its own; every other body has the general one.
     archive_cap = BodyCap(
         front.max_suite_archive_bytes,

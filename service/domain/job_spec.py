@@ -73,6 +73,21 @@ class JobLimits(BaseModel):
         return float(value)
 
 
+class JudgeLimits(BaseModel):
+    """The judge model's budget per trial, apart from the agent's."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_tokens: StrictInt | None = Field(
+        default=None, ge=1, description="per-trial budget of the judge model's tokens"
+    )
+    max_cost_usd: StrictFloat | None = Field(
+        default=None, gt=0, le=1e6, description="per-trial judge budget in dollars (priced)"
+    )
+    max_requests: StrictInt | None = Field(
+        default=20, ge=1, description="per-trial budget of judge model requests"
+    )
+
+
 VARIANT_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
 DOC_NAME = r"^[A-Za-z0-9_.-]{1,100}\.md$"
 MAX_DOCS_BYTES = 1024 * 1024
@@ -174,6 +189,12 @@ class JobRequest(BaseModel):
         "direct: the key is sent to the worker's memory and the sandbox gets an egress network",
     )
     max_infra_retries: StrictInt = Field(default=1, ge=0, le=10)
+    judge_model: ModelSpec | None = Field(
+        default=None,
+        description="the model of model-graded judges (simulated/grader?... or a provider's), "
+        "reached through the control plane's gateway only",
+    )
+    judge_limits: JudgeLimits = Field(default_factory=JudgeLimits)
 
     @field_validator("variants")
     @classmethod
@@ -256,6 +277,8 @@ class JobSpec(BaseModel):
     # fixed at submission, so a recomputed report keeps its intervals. Jobs stored before
     # versions existed have none: version 1.
     bootstrap: int = 1
+    judge_model: ModelSpec | None = None
+    judge_limits: JudgeLimits = Field(default_factory=JudgeLimits)
 
     def variant(self, name: str) -> VariantSpec:
         return self.variants[name]

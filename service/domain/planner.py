@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,12 +43,35 @@ def plan(
     """Round by round, so a job stopped early still covers every case evenly; within a
     (case, round) every arm runs back to back, the baseline first in odd rounds and last
     in even ones, so drift over the job cannot favour one arm (as pi-evals does)."""
-    planned: list[PlannedTrial] = []
+    return [PlannedTrial(*trial) for trial in plan_tuples(cases, rounds, arms)]
+
+
+def plan_tuples(
+    cases: Sequence[str], rounds: int, arms: tuple[str, ...] = (DEFAULT_VARIANT,)
+) -> Iterator[tuple[str, str, int, int]]:
+    """`plan` as (case_id, variant, round, order), without an object per trial: what a
+    job of 100,000 trials is stored from."""
+    order = 0
+    backwards = tuple(reversed(arms))
     for round_ in range(1, rounds + 1):
+        variants = arms if round_ % 2 else backwards
         for case_id in cases:
-            for variant in arms if round_ % 2 else tuple(reversed(arms)):
-                planned.append(PlannedTrial(case_id, variant, round_, len(planned)))
-    return planned
+            for variant in variants:
+                yield case_id, variant, round_, order
+                order += 1
+
+
+def first_cases_orders(cases: int, arms: int, rounds: int, first: int) -> list[int]:
+    """The plan orders of every trial of the first `first` of `cases` cases (as `plan`
+    numbers them), without planning the job: each round's trials of those cases are the
+    start of that round's block."""
+    per_round = cases * arms
+    shown = min(first, cases) * arms
+    return [
+        order
+        for start in range(0, rounds * per_round, per_round)
+        for order in range(start, start + shown)
+    ]
 
 
 @dataclass(frozen=True)
@@ -270,6 +293,10 @@ def check_models(
         if problem is not None:
             field, message = problem
             raise JobInputError((*base, field), message)
+    judge = request.judge_model
+    if judge is not None and (problem := registry.judge_model_problem(judge.provider, judge.id)):
+        field, message = problem
+        raise JobInputError(("body", "judge_model", field), message)
 
 
 def job_spec(request: JobRequest, design: Design) -> JobSpec:

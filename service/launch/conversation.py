@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sandbox.graded import JudgeCallMessage
 from sandbox.protocol import WorkerMessage, encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from service.backends.protocol import Sandbox, SandboxError
@@ -24,7 +25,8 @@ KILL_GRACE_S = 10.0
 WAIT_S = 30.0
 
 OnMessage = Callable[[WorkerMessage], None]
-OnModelCall = Callable[[ModelCallMessage], ModelReplyMessage]
+# Answers the agent's model calls and the judge model's (`launch.judging.route_calls`).
+OnModelCall = Callable[[ModelCallMessage | JudgeCallMessage], ModelReplyMessage]
 
 
 @dataclass
@@ -82,7 +84,7 @@ def converse(
         except ChannelError as exc:
             errors.append(str(exc))
             return
-        if not isinstance(message, ModelCallMessage):
+        if not isinstance(message, ModelCallMessage | JudgeCallMessage):
             on_message(message)
             return
         # Answered on the reading thread: the worker waits for the reply anyway.

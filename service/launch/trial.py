@@ -12,6 +12,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -32,6 +33,7 @@ from service.artifact_names import artifact_name_problem
 from service.backends.protocol import LaunchSpec
 from service.gateway import TrialGateway
 from service.launch.conversation import OnModelCall, SandboxRun
+from service.launch.judging import ARTIFACT, judge_gateway, route_calls, settle_judging
 from service.launch.launcher import Launcher
 from service.launch.settle import settle
 from service.providers import ProviderRegistry
@@ -62,6 +64,8 @@ class TrialRecord:
     wall_s: float = 0.0
     # Set by the gateway for relayed models with a price; None is unknown, never zero.
     cost_usd: float | None = None
+    # The judge model's usage and cost (`launch.judging`), when the job names one.
+    judge_usage: dict[str, Any] | None = None
 
 
 class _Collector:
@@ -163,23 +167,39 @@ def launch_trial(
     http: httpx.Client,
     on_event: Callable[[Event], None] | None = None,
     placement: Placement | None = None,
+    judge_budget: Budget | None = None,
 ) -> TrialRecord:
     """Run a trial with its model reached the way its spec says: a relayed provider through
     a gateway of its own (which keeps the budget and the cost), faux and simulated inside
-    the sandbox, direct credentials from the sandbox itself."""
+    the sandbox, direct credentials from the sandbox itself. The job's judge model, when it
+    names one, is always reached through a gateway here, with `judge_budget`."""
     entry = providers.get(spec.model.provider)
     gateway = None
     if entry is not None and spec.provider is None:
         gateway = TrialGateway(entry, spec.model.id, budget=budget, http=http, on_event=on_event)
+    judge = None
+    if spec.judge_model is not None:
+        judge = judge_gateway(
+            spec.judge_model,
+            budget=judge_budget or Budget(),
+            providers=providers,
+            http=http,
+            on_event=on_event,
+        )
     record = run_trial(
         launcher,
         spec,
         job_id=job_id,
         deadline_s=deadline_s,
         on_event=on_event,
-        on_model_call=gateway,
+        on_model_call=route_calls(gateway, judge),
         placement=placement,
     )
     if gateway is not None:
         record.cost_usd = gateway.spent.cost_usd  # authoritative: kept by the gateway
+    record.result = settle_judging(record.result, judge)
+    if judge is not None:
+        record.judge_usage = judge.usage()
+        if judge.calls:
+            record.artifacts[ARTIFACT] = judge.artifact()
     return record

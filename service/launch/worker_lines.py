@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from sandbox.graded import JudgeCallMessage
 from sandbox.protocol import (
     ArtifactMessage,
     CasesMessage,
@@ -16,7 +17,7 @@ from sandbox.protocol import (
 )
 from sandbox.relay import ModelCallMessage
 
-Incoming = WorkerMessage | ModelCallMessage
+Incoming = WorkerMessage | ModelCallMessage | JudgeCallMessage
 
 _MESSAGE: TypeAdapter[Incoming] = TypeAdapter(
     Annotated[
@@ -25,7 +26,8 @@ _MESSAGE: TypeAdapter[Incoming] = TypeAdapter(
         | ArtifactMessage
         | ResultMessage
         | CasesMessage
-        | ModelCallMessage,
+        | ModelCallMessage
+        | JudgeCallMessage,
         Field(discriminator="type"),
     ]
 )

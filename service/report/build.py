@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, Protocol, TypeVar
+from typing import NamedTuple
+
+import numpy as np
 
 from service.domain.status import JobStatus, Outcome, TrialStatus
 from service.report import resampling
-from service.report.estimates import DEFAULT_RESAMPLES, Metric, finish_estimate, plan_estimate
+from service.report.columns import Columns, Ints
+from service.report.estimates import DEFAULT_RESAMPLES, Metric, finish_estimate, plan_tallies
 from service.report.model import (
     SCHEMA_VERSION,
     Bootstrap,
     CaseRow,
     EnvironmentImage,
+    JudgeRate,
+    JudgeRubric,
     MetricView,
     Outcomes,
     Record,
     Report,
     VariantReport,
 )
-from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED, verdict
+from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED
 from service.report.paired import plan_compare
 
 
@@ -53,6 +57,9 @@ class JobFacts:
     error: str | None = None
     # The bootstrap's version (`resampling`), the job's since its submission.
     bootstrap: int = resampling.V1
+    judge_model: str | None = None
+    # (judge, rubric sha256) of the model-graded judges the trials recorded.
+    judge_rubrics: tuple[tuple[str, str], ...] = ()
 
 
 class TrialFacts(NamedTuple):
@@ -77,38 +84,26 @@ class TrialFacts(NamedTuple):
     cost_usd: float | None = None
 
 
-class Attempt(Protocol):
-    @property
-    def variant(self) -> str: ...
-    @property
-    def order(self) -> int: ...
-    @property
-    def attempt(self) -> int: ...
-
-
-A = TypeVar("A", bound=Attempt)
-
-
-def final_attempts(trials: Iterable[A]) -> list[A]:
-    """The last attempt of each planned trial; earlier attempts are kept but not scored."""
-    latest: dict[tuple[str, int], A] = {}
-    for trial in trials:
-        key = (trial.variant, trial.order)
-        if key not in latest or trial.attempt > latest[key].attempt:
-            latest[key] = trial
-    return sorted(latest.values(), key=lambda t: t.order)
-
-
-def _outcomes(finals: Sequence[TrialFacts], all_trials: Sequence[TrialFacts]) -> Outcomes:
+def _outcomes(columns: Columns, finals: Ints, attempts: int) -> Outcomes:
+    """A variant's final attempts by outcome (or status, when it has none), error kind and
+    limit hit."""
+    outcome = columns.outcome.codes[finals]
+    status = columns.status.codes[finals]
     counts: Counter[str] = Counter()
+    # Pairs of codes, counted: (outcome, status) -> how many.
+    pairs, numbers = np.unique(outcome * len(columns.status.values) + status, return_counts=True)
+    for pair, number in zip(pairs.tolist(), numbers.tolist(), strict=True):
+        value = columns.outcome.values[pair // len(columns.status.values)]
+        counts[value or columns.status.values[pair % len(columns.status.values)]] += number
     kinds: Counter[str] = Counter()
+    codes, numbers = np.unique(columns.error_kind.codes[finals], return_counts=True)
+    for code, number in zip(codes.tolist(), numbers.tolist(), strict=True):
+        if kind := columns.error_kind.values[code]:
+            kinds[kind] += number
     limits: Counter[str] = Counter()
-    for trial in finals:
-        counts[trial.outcome or trial.status] += 1
-        if trial.error_kind:
-            kinds[trial.error_kind] += 1
-        if trial.limits_hit:  # rarely: Counter.update costs a microsecond even when empty
-            limits.update(trial.limits_hit)
+    if columns.limits_hit:
+        for row in np.intersect1d(finals, list(columns.limits_hit)).tolist():
+            limits.update(columns.limits_hit[row])
     return Outcomes(
         passed=counts[Outcome.PASSED],
         failed=counts[Outcome.FAILED],
@@ -118,29 +113,56 @@ def _outcomes(finals: Sequence[TrialFacts], all_trials: Sequence[TrialFacts]) ->
         counted_as_failed=sum(kinds[k] for k in COUNTED_AS_FAILED),
         excluded=sum(kinds[k] for k in NOT_SCORED),
         limits_hit=dict(sorted(limits.items())),
-        attempts=len(all_trials),
-        retried_attempts=len(all_trials) - len(finals),
+        attempts=attempts,
+        retried_attempts=attempts - len(finals),
     )
 
 
-def _per_case(cases: dict[str, list[bool]], k: int) -> list[CaseRow]:
+def _per_case(cases: Sequence[str], tallies: Sequence[tuple[int, int]], k: int) -> list[CaseRow]:
     # Each case's rates as `estimates` works them out for one case (its fraction, divided
-    # once), without building a one-case mapping per metric for every case.
-    rows = []
-    for case_id, runs in cases.items():
-        n, c = len(runs), sum(runs)
+    # once); cases share few distinct (n, c), so each is worked out once.
+    rates: dict[tuple[int, int], tuple[float | None, float | None, float | None]] = {}
+    for n, c in set(tallies):
         whole = math.comb(n, k) if n >= k else 0
-        rows.append(
-            CaseRow(
-                case=case_id,
-                n=n,
-                passes=c,
-                pass_at_1=c / n if runs else None,
-                pass_hat_k=math.comb(c, k) / whole if whole else None,
-                pass_at_k=(whole - math.comb(n - c, k)) / whole if whole else None,
-            )
+        rates[(n, c)] = (
+            c / n if n else None,
+            math.comb(c, k) / whole if whole else None,
+            (whole - math.comb(n - c, k)) / whole if whole else None,
         )
-    return rows
+    return [
+        CaseRow(
+            case=case_id,
+            n=n,
+            passes=c,
+            pass_at_1=rates[(n, c)][0],
+            pass_hat_k=rates[(n, c)][1],
+            pass_at_k=rates[(n, c)][2],
+        )
+        for case_id, (n, c) in zip(cases, tallies, strict=True)
+    ]
+
+
+def _case_tallies(
+    columns: Columns, finals: Ints, case_order: Sequence[str]
+) -> tuple[list[str], list[tuple[int, int]]]:
+    """The cases of one variant, the job's in its order and then any other case its scored
+    trials name (in round, then plan order), each with (scored trials, passes)."""
+    verdicts = columns.verdicts
+    scored = finals[verdicts[finals] >= 0]
+    names = list(dict.fromkeys(case_order))
+    position = {case: i for i, case in enumerate(names)}
+    of_code = np.array([position.get(v, -1) for v in columns.case.values] or [-1])
+    found = of_code[columns.case.codes[scored]]
+    if (found < 0).any():
+        strays = scored[found < 0]
+        strays = strays[np.lexsort((columns.order[strays], columns.round[strays]))]
+        for code in dict.fromkeys(columns.case.codes[strays].tolist()):
+            of_code[code] = len(names)
+            names.append(columns.case.values[code])
+        found = of_code[columns.case.codes[scored]]
+    n = np.bincount(found, minlength=len(names))
+    c = np.bincount(found[verdicts[scored] == 1], minlength=len(names))
+    return names, list(zip(n.tolist(), c.tolist(), strict=True))
 
 
 def _view(metric: Metric) -> MetricView:
@@ -156,48 +178,56 @@ def _view(metric: Metric) -> MetricView:
 
 def build_report(
     job: JobFacts,
-    trials: Sequence[TrialFacts],
+    trials: Sequence[TrialFacts] | Columns,
     *,
     case_order: Sequence[str],
     generated_at: datetime,
     models_returned: Sequence[str] | None = None,
+    judge_counts: Iterable[tuple[str, str, int, int]] = (),
 ) -> Report:
-    """The report. `models_returned`, when given, is the distinct models the trials' answers
-    named (the store reads them apart); else they come from the trials."""
-    by_variant: dict[str, list[TrialFacts]] = defaultdict(list)
-    for trial in trials:
-        by_variant[trial.variant].append(trial)
+    """The report, from every attempt of the job's trials (as records or as `Columns`).
+    `models_returned`, when given, is the distinct models the trials' answers named (the
+    store reads them apart); else they come from the trials. `judge_counts` is
+    (variant, judge, passed, scored) over the scored trials' last attempts."""
+    judges_by_variant: dict[str, list[JudgeRate]] = defaultdict(list)
+    for variant_name, judge_name, judge_passed, judge_scored in sorted(judge_counts):
+        judges_by_variant[variant_name].append(
+            JudgeRate(
+                name=judge_name,
+                passed=judge_passed,
+                scored=judge_scored,
+                pass_rate=judge_passed / judge_scored if judge_scored else None,
+            )
+        )
+    columns = trials if isinstance(trials, Columns) else Columns.of_records(trials)
+    variant_codes = columns.variant.codes
     # The variants in the order of their first trial by (case id, variant): the order the
     # store's rows came in when they were read by the (job, case, variant, round) index, now
-    # explicit so that it does not depend on the database's plan.
-    first_case: dict[str, str] = {}
-    for trial in trials:
-        if trial.variant not in first_case or trial.case_id < first_case[trial.variant]:
-            first_case[trial.variant] = trial.case_id
-    by_variant = {
-        name: by_variant[name]
-        for name in sorted(by_variant, key=lambda name: (first_case[name], name))
+    # explicit so that it does not depend on the database's plan. Case codes follow the
+    # ids' order, so the smallest code is the first case id.
+    first_case = {
+        name: columns.case.values[int(columns.case.codes[variant_codes == code].min())]
+        for code, name in enumerate(columns.variant.values)
+        if (variant_codes == code).any()
     }
+    names = sorted(first_case, key=lambda name: (first_case[name], name))
     # Every bootstrap of the report runs in one batch: with version 2, columns over the same
     # cases (the arms' pass@1, the lift) share one draw matrix.
     batch = resampling.Batch(job.bootstrap, job.seed, DEFAULT_RESAMPLES)
+    all_finals = columns.finals  # by variant, then order
     planned = []
-    finals_by_variant = []
-    for name, variant_trials in by_variant.items():
-        finals = final_attempts(variant_trials)
-        finals_by_variant.append(finals)
-        cases: dict[str, list[bool]] = {case_id: [] for case_id in case_order}
-        for trial in sorted(finals, key=lambda t: t.round):
-            passed = verdict(trial.status, trial.outcome, trial.error_kind)
-            if passed is not None:
-                cases.setdefault(trial.case_id, []).append(passed)
-        scored = {c: runs for c, runs in cases.items() if runs}
-        planned.append((name, plan_estimate(scored, job.rounds, batch), cases, finals))
-    # The job's final attempts are its variants' (an attempt's key holds its variant).
-    finals = sorted(itertools.chain.from_iterable(finals_by_variant), key=lambda t: t.order)
+    for name in names:
+        code = columns.variant.code(name)
+        finals = all_finals[variant_codes[all_finals] == code]
+        cases, tallies = _case_tallies(columns, finals, case_order)
+        scored = {case: tally for case, tally in zip(cases, tallies, strict=True) if tally[0]}
+        attempts = int(np.count_nonzero(variant_codes == code))
+        planned.append(
+            (name, plan_tallies(scored, job.rounds, batch), cases, tallies, finals, attempts)
+        )
     comparisons = [
         plan_compare(
-            finals,
+            columns,
             baseline=job.baseline,
             candidate=candidate,
             cases=case_order,
@@ -205,14 +235,15 @@ def build_report(
             # pass^1 is pass@1; with one round, say that stability is unknown instead.
             k=max(2, job.rounds),
             batch=batch,
-            attempts=trials,
+            attempts=columns,
+            finals=all_finals,
         )
         for candidate in job.arms
         if job.baseline is not None and candidate != job.baseline
     ]
     batch.run()
     variants = []
-    for name, estimate_plan, cases, variant_finals in planned:
+    for name, estimate_plan, cases, tallies, finals, attempts in planned:
         summary = finish_estimate(estimate_plan, batch)
         variants.append(
             VariantReport(
@@ -221,12 +252,13 @@ def build_report(
                 pass_hat_k=_view(summary.pass_hat_k),
                 pass_at_k=_view(summary.pass_at_k),
                 scored_trials=summary.trials,
-                outcomes=_outcomes(variant_finals, by_variant[name]),
-                cases=_per_case(cases, job.rounds),
+                outcomes=_outcomes(columns, finals, attempts),
+                cases=_per_case(cases, tallies, job.rounds),
+                judges=judges_by_variant.get(name, []),
             )
         )
-    done = TrialStatus.FINISHED
-    finished = sum(1 for t in finals if t.status == done)
+    finished_code = columns.status.code(TrialStatus.FINISHED)
+    finished = int(np.count_nonzero(columns.status.codes[all_finals] == finished_code))
     notes = []
     if job.rounds == 1:
         notes.append(
@@ -245,7 +277,7 @@ def build_report(
             "these numbers will change."
         )
     if models_returned is None:
-        models_returned = [t.model_returned for t in trials if t.model_returned]
+        models_returned = columns.models()
     returned = sorted(set(models_returned))
     return Report(
         schema_version=SCHEMA_VERSION,
@@ -282,5 +314,7 @@ def build_report(
                 resamples=DEFAULT_RESAMPLES,
             ),
             planned_trials=job.planned,
+            judge_model=job.judge_model,
+            judge_rubrics=[JudgeRubric(judge=n, rubric_sha256=h) for n, h in job.judge_rubrics],
         ),
     )

@@ -89,8 +89,25 @@ def _pass_at_k_case(k: int) -> _Estimator:
 
 
 def _mean_over(cases: CaseOutcomes, min_n: int, estimator: _Estimator) -> float | None:
-    fractions = [estimator(n, c) for n, c in _tally(cases) if n >= min_n]
+    return _mean_of_tallies(_tally(cases), min_n, estimator)
+
+
+def _mean_of_tallies(
+    tallies: Sequence[tuple[int, int]], min_n: int, estimator: _Estimator
+) -> float | None:
+    fractions = [estimator(n, c) for n, c in tallies if n >= min_n]
     return _exact_mean(fractions) if fractions else None
+
+
+def pass_at_1_of(tallies: Sequence[tuple[int, int]]) -> float | None:
+    """`pass_at_1` from each case's (n_i, c_i)."""
+    return _mean_of_tallies(tallies, 1, _pass_at_1_case)
+
+
+def pass_hat_k_of(tallies: Sequence[tuple[int, int]], k: int) -> float | None:
+    """`pass_hat_k` from each case's (n_i, c_i)."""
+    k = _check_k(k)
+    return _mean_of_tallies(tallies, k, _pass_hat_k_case(k))
 
 
 def pass_at_1(cases: CaseOutcomes) -> float | None:
@@ -377,8 +394,14 @@ class Planned:
 def plan_estimate(cases: CaseOutcomes, k: int, batch: resampling.Batch) -> Planned:
     """Plan pass@1, pass^k and pass@k, adding the bootstraps they need to `batch`; finish
     with `finish_estimate` once the batch has run."""
+    return plan_tallies(dict(zip(cases, _tally(cases), strict=True)), k, batch)
+
+
+def plan_tallies(
+    tallied: Mapping[str, tuple[int, int]], k: int, batch: resampling.Batch
+) -> Planned:
+    """`plan_estimate` from each case's (n_i, c_i), for a caller that has counted them."""
     k = _check_k(k)
-    tallied = dict(zip(cases, _tally(cases), strict=True))
     largest = max((n for n, _ in tallied.values()), default=0)
     short = f"no case has {_trials(k)} (k={k}); " + (
         "there are no cases" if not tallied else f"the largest n is {largest}"
@@ -393,7 +416,9 @@ def plan_estimate(cases: CaseOutcomes, k: int, batch: resampling.Batch) -> Plann
     tickets: dict[str, tuple[tuple[str, ...], int]] = {}
     for name, (min_n, estimator, missing) in estimators.items():
         ids = tuple(case for case in ordered if tallied[case][0] >= min_n)
-        plan = _Plan(min_n, missing, tuple(estimator(*tallied[case]) for case in ids))
+        # Cases share few distinct (n, c): each one's value is worked out once.
+        values = {tally: estimator(*tally) for tally in set(tallied.values()) if tally[0] >= min_n}
+        plan = _Plan(min_n, missing, tuple(values[tallied[case]] for case in ids))
         plans[name] = plan
         # Each metric's bootstrap starts from the batch's seed, so metrics over the same
         # cases resample them alike: their distributions come from one pass over the draws.

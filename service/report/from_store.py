@@ -3,29 +3,36 @@ report built (`build_report`), and kept once the job can no longer change."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from datetime import UTC, datetime
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from service.domain.job_spec import JobSpec
 from service.domain.status import JobStatus, TrialStatus
 from service.report.build import JobFacts, TrialFacts, build_report
+from service.report.columns import FIELDS, Columns
 from service.report.model import Report
-from service.store import counts
+from service.report.reviewed import with_agreement
+from service.store import counts, tallies
 from service.store.models import Job
 from service.store.reports import (
     REPORT_COLUMNS,
     job_environments,
+    judge_counts,
+    judge_rubrics,
     limits_by_attempt,
     limits_hit,
     models_returned,
-    outcome_rows,
-    report_rows,
+    outcome_columns,
+    report_columns,
 )
+from service.store.reviews import reviews_marker
 
-assert TrialFacts._fields == REPORT_COLUMNS
+assert TrialFacts._fields == REPORT_COLUMNS == FIELDS
 
 # Recent reports, newest use last, by job, status and the job's change marker (its counts'
 # version, `service.store.counts`): a report is a pure function of the job's row and trials,
@@ -34,7 +41,8 @@ assert TrialFacts._fields == REPORT_COLUMNS
 # the API and the event stream all ask for it. A job without a marker (stored by a bulk
 # load) is kept only once it can no longer change: finished, or cancelled with no trial
 # queued or running (the scheduler still drops those rows).
-_REPORTS: OrderedDict[tuple[str, str, int | None], Report] = OrderedDict()
+# People's reviews change the report too (its agreement section): their marker is in the key.
+_REPORTS: OrderedDict[tuple[str, str, int | None, tuple[int, int, int]], Report] = OrderedDict()
 _REPORTS_KEPT = 8  # a 100k-trial report is a few MB
 _reports_lock = threading.Lock()
 
@@ -46,13 +54,14 @@ def clear_report_cache() -> None:
 
 def job_report(session: Session, job: Job) -> Report:
     """The job's report. A cached one may be shared between callers (the model is frozen)."""
-    key = (job.id, job.status, counts.version(session, job.id))
+    key = (job.id, job.status, counts.version(session, job.id), reviews_marker(session, job.id))
     with _reports_lock:
         cached = _REPORTS.get(key)
         if cached is not None:
             _REPORTS.move_to_end(key)
             return cached
     report, settled = _build_job_report(session, job)
+    report = with_agreement(session, job.id, report)
     final = job.status == JobStatus.FINISHED or (job.status == JobStatus.CANCELLED and settled)
     if key[2] is not None or final:
         with _reports_lock:
@@ -63,7 +72,10 @@ def job_report(session: Session, job: Job) -> Report:
 
 
 def job_facts(
-    job: Job, spec: JobSpec, environments: tuple[tuple[str, str, str, str | None], ...] = ()
+    job: Job,
+    spec: JobSpec,
+    environments: tuple[tuple[str, str, str, str | None], ...] = (),
+    rubrics: tuple[tuple[str, str], ...] = (),
 ) -> JobFacts:
     return JobFacts(
         id=job.id,
@@ -85,6 +97,10 @@ def job_facts(
         environments=environments,
         error=job.error,
         bootstrap=spec.bootstrap,
+        judge_model=(
+            f"{spec.judge_model.provider}/{spec.judge_model.id}" if spec.judge_model else None
+        ),
+        judge_rubrics=rubrics,
     )
 
 
@@ -92,31 +108,50 @@ def _build_job_report(session: Session, job: Job) -> tuple[Report, bool]:
     """The report, and whether every trial had finished (none queued or running)."""
     spec = JobSpec.model_validate(job.spec)
     compared = spec.baseline is not None and len(spec.arms) > 1
+    kept = tallies.read(session, job.id)
     returned: list[str] | None = None
     if compared:
-        # A comparison reads every trial's telemetry. The columns come in TrialFacts' field
-        # order; only limits_hit needs decoding. (mypy cannot count a slice, so it fears the
-        # first 14 could reach the keywords.)
-        trials = [
-            TrialFacts(*row[:14], limits_hit=limits_hit(row[14]), cost_usd=row[15])  # type: ignore[misc]
-            for row in report_rows(session, job.id)
-        ]
+        # A comparison reads every trial's telemetry; only limits_hit needs decoding.
+        read = report_columns(session, job.id)
+        columns = Columns.of({**read, "limits_hit": [limits_hit(t) for t in read["limits_hit"]]})
     else:
-        trials = [TrialFacts(*row, None) for row in outcome_rows(session, job.id)]  # type: ignore[call-arg]
+        columns = Columns.of(outcome_columns(session, job.id))
         if limits := limits_by_attempt(session, job.id):
-            trials = [
-                t._replace(limits_hit=hit)
-                if (hit := limits.get((t.variant, t.order, t.attempt)))
-                else t
-                for t in trials
-            ]
-        returned = models_returned(session, job.id)
+            columns = dataclasses.replace(columns, limits_hit=_rows_of(columns, limits))
+        returned = models_returned(session, job.id) if kept is None else tallies.models_of(kept)
     report = build_report(
-        job_facts(job, spec, job_environments(session, job.id)),
-        trials,
+        job_facts(
+            job,
+            spec,
+            job_environments(session, job.id),
+            judge_rubrics(session, job.id) if spec.judge_model else (),
+        ),
+        columns,
         case_order=spec.cases,
         generated_at=datetime.now(UTC).replace(tzinfo=None),
         models_returned=returned,
+        judge_counts=judge_counts(session, job.id) if kept is None else tallies.judges_of(kept),
     )
-    finished = TrialStatus.FINISHED
-    return report, all(t.status == finished for t in trials)
+    finished = columns.status.code(TrialStatus.FINISHED)
+    return report, bool((columns.status.codes == finished).all())
+
+
+def _rows_of(
+    columns: Columns, by_attempt: dict[tuple[str, int, int], tuple[str, ...]]
+) -> dict[int, tuple[str, ...]]:
+    """The rows of `columns` that `by_attempt` names by (variant, order, attempt)."""
+    # One integer key per row, sorted once; each attempt named is then a binary search.
+    orders, attempts = int(columns.order.max()) + 1, int(columns.attempt.max()) + 1
+    keys = (columns.variant.codes * orders + columns.order) * attempts + columns.attempt
+    ranked = np.argsort(keys, kind="stable")
+    ordered = keys[ranked]
+    found: dict[int, tuple[str, ...]] = {}
+    for (variant, order, attempt), hit in by_attempt.items():
+        code = columns.variant.code(variant)
+        if code < 0 or not 0 <= order < orders or not 0 <= attempt < attempts:
+            continue
+        key = (code * orders + order) * attempts + attempt
+        first, last = np.searchsorted(ordered, [key, key + 1])
+        for row in ranked[first:last].tolist():
+            found[row] = hit
+    return found

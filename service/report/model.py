@@ -11,11 +11,12 @@ job's report is cached and shared between callers (`service.report.from_store`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 
 from service.domain.status import JobStatus
+from service.report.agreement_model import Agreement
 
 SCHEMA_VERSION = 1
 
@@ -64,6 +65,16 @@ class CaseRow(_Part):
     pass_at_k: float | None
 
 
+class JudgeRate(_Part):
+    """One judge's own pass rate in a variant: the share of the scored trials that recorded
+    it in which it scored 1 (whatever the case's rule made of the trial)."""
+
+    name: str
+    passed: int
+    scored: int
+    pass_rate: float | None
+
+
 class VariantReport(_Part):
     name: str
     pass_at_1: MetricView
@@ -72,6 +83,8 @@ class VariantReport(_Part):
     scored_trials: int
     outcomes: Outcomes
     cases: list[CaseRow]
+    # By judge name; empty while no scored trial has recorded a judge.
+    judges: list[JudgeRate] = []
 
 
 class BlockedPair(_Part):
@@ -207,6 +220,13 @@ class Bootstrap(_Part):
     resamples: int
 
 
+class JudgeRubric(_Part):
+    """A model-graded judge's rubric, by the sha256 of its text."""
+
+    judge: str
+    rubric_sha256: str
+
+
 class Record(_Part):
     service_version: str
     image: str
@@ -227,6 +247,9 @@ class Record(_Part):
     seed: int
     bootstrap: Bootstrap
     planned_trials: int
+    # Model-graded judges: the job's judge model and the rubrics its trials were graded by.
+    judge_model: str | None = None
+    judge_rubrics: list[JudgeRubric] = []
 
 
 class Report(_Part):
@@ -238,3 +261,12 @@ class Report(_Part):
     comparisons: list[Comparison]
     notes: list[str]
     record: Record
+    # People's reviews against the judges; None (and left out of the JSON, see `report_json`)
+    # when nobody reviewed, so such a report reads exactly as before.
+    agreement: Agreement | None = None
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The report as the API serves it."""
+    absent = {"agreement"} if report.agreement is None else None
+    return report.model_dump(mode="json", exclude=absent)

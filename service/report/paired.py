@@ -26,8 +26,7 @@ Headline numbers, over the eligible pairs, for case i with R_i pairs:
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import reduce
@@ -35,20 +34,21 @@ from operator import add
 from statistics import NormalDist
 from typing import Protocol
 
+import numpy as np
+
 from service.domain.status import Outcome, TrialStatus
 from service.report import resampling
+from service.report.columns import Bools, Columns, Ints, Measured, sum_values
 from service.report.estimates import (
     DEFAULT_RESAMPLES,
-    CaseOutcomes,
     expanded_level,
-    pass_at_1,
-    pass_hat_k,
+    pass_at_1_of,
+    pass_hat_k_of,
     percentile_interval,
     stderr_of_case_values,
     wilson_interval,
 )
 from service.report.model import (
-    TELEMETRY,
     ArmPassHatK,
     ArmTotals,
     BlockedPair,
@@ -63,7 +63,6 @@ from service.report.model import (
     Total,
     TotalUnavailable,
 )
-from service.report.outcomes import verdict
 
 # Two-sided alpha 0.05 and 80% power: z_.975 + z_.80 = 1.95996 + 0.84162 = 2.80158.
 _Z_ALPHA = NormalDist().inv_cdf(0.975)
@@ -127,16 +126,6 @@ class Scored(Protocol):
     def cost_usd(self) -> float | None: ...
     @property
     def system_prompt_sha256(self) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class _Pair:
-    case: str
-    round: int
-    baseline: Scored
-    candidate: Scored
-    baseline_passed: bool
-    candidate_passed: bool
 
 
 # --- statistics --------------------------------------------------------------------------
@@ -221,152 +210,142 @@ def _same_lift_interval(wins: int, losses: int, pairs: int) -> tuple[tuple[float
 _BOOTSTRAP_METHOD = "expanded percentile bootstrap over cases"
 
 
-def _lift_distribution_v1(
-    base_cases: Mapping[str, list[bool]],
-    cand_cases: Mapping[str, list[bool]],
-    seed: int,
-    resamples: int,
-) -> list[float]:
-    """Version 1's lift distribution: `estimates.bootstrap_ci` with `_lift_statistic`, to
+def _lift_distribution_v1(lifts: Sequence[float], seed: int, resamples: int) -> list[float]:
+    """Version 1's lift distribution from each case's lift (cases in id order):
+    `estimates.bootstrap_ci` with the lift of a resample as the mean of its cases' lifts, to
     the last bit: the same draws, and each resample's lift summed in the same order, but
     every case's lift worked out once rather than once per resample."""
-    joined = _joined(base_cases, cand_cases)
-    lifts = [_lift_statistic({case: joined[case]}) for case in sorted(joined)]
     return [
         reduce(add, map(lifts.__getitem__, picks), 0.0) / len(picks)
         for picks in resampling.case_resamples(len(lifts), seed=seed, resamples=resamples)
     ]
 
 
-def _lift_statistic(sample: CaseOutcomes) -> float | None:
-    """The lift of a bootstrap resample; see `_joined` for how a case's pairs are stored."""
-    total = 0.0
-    for joined in sample.values():
-        rounds = len(joined) // 2
-        total += (sum(joined[rounds:]) - sum(joined[:rounds])) / rounds
-    return total / len(sample)
-
-
-def _joined(
-    baseline: Mapping[str, list[bool]], candidate: Mapping[str, list[bool]]
-) -> CaseOutcomes:
-    """Each case's pairs as one outcome list: baseline outcomes, then candidate outcomes.
-
-    This lets the paired bootstrap reuse `estimates.bootstrap_ci`, which resamples whole cases
-    and hands the statistic their outcome lists. The lift needs only each case's pass
-    counts per arm over its R_i pairs, and both halves have length R_i, so nothing is lost.
-    """
-    return {case: baseline[case] + candidate[case] for case in baseline}
-
-
 # --- pairing -----------------------------------------------------------------------------
-
-
-def _verdict(trial: Scored) -> bool | None:
-    return verdict(trial.status, trial.outcome, trial.error_kind)
 
 
 # A provider error (a rate limit, a context overflow) says little about the arm and hits the
 # arm with the longer prompt more often; in a comparison it blocks the pair, as any run error
 # does in pi-evals, rather than count as a quiet loss. Single-arm rates still count it failed.
 BLOCKS_PAIRS = frozenset({"provider_error"})
-_FINISHED = TrialStatus.FINISHED  # looked up once: `_side` runs for every pair
+
+# What the comparison reads of a record (`Scored`), as `Columns` names them.
+_SCORED = (
+    "case_id",
+    "variant",
+    "round",
+    "order",
+    "status",
+    "outcome",
+    "error_kind",
+    "input_tokens",
+    "output_tokens",
+    "tool_calls",
+    "latency_s",
+    "system_prompt_sha256",
+    "cost_usd",
+)
 
 
-def _side(variant: str, found: Sequence[Scored]) -> tuple[Scored, bool] | str:
-    """The one scored trial of an arm in a pair, or why there is none."""
+def _reason(variant: str, table: Columns, found: int, row: int) -> str:
+    """Why an arm's side of a pair has no scored trial: `found` trials are there, and
+    `row` is the one when there is one."""
     if not found:
         return f"{variant}: missing (no trial)"
-    if len(found) > 1:
-        return f"{variant}: duplicated (expected 1 run, found {len(found)})"
-    trial = found[0]
-    if trial.error_kind in BLOCKS_PAIRS:
-        return f"{variant}: errored ({trial.error_kind})"
-    verdict = _verdict(trial)
-    if verdict is not None:
-        return trial, verdict
-    if trial.status != _FINISHED:
-        return f"{variant}: unscored ({trial.status})"
-    if trial.error_kind:
-        return f"{variant}: errored ({trial.error_kind})"
-    if trial.outcome == Outcome.ERROR:
+    if found > 1:
+        return f"{variant}: duplicated (expected 1 run, found {found})"
+    error_kind = table.error_kind.values[table.error_kind.codes[row]]
+    status = table.status.values[table.status.codes[row]]
+    outcome = table.outcome.values[table.outcome.codes[row]]
+    if error_kind in BLOCKS_PAIRS:
+        return f"{variant}: errored ({error_kind})"
+    if status != TrialStatus.FINISHED:
+        return f"{variant}: unscored ({status})"
+    if error_kind:
+        return f"{variant}: errored ({error_kind})"
+    if outcome == Outcome.ERROR:
         return f"{variant}: errored (no error kind)"
-    return f"{variant}: unscored (finished with outcome {trial.outcome!r})"
+    return f"{variant}: unscored (finished with outcome {outcome!r})"
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """The design's pairs: slot 2p is pair p's baseline side, 2p + 1 its candidate's; pair p
+    is case p // rounds (in design order), round p % rounds + 1."""
+
+    found: Ints  # trials in each slot
+    first_order: Ints  # the smallest plan position in each slot
+    row: Ints  # the slot's trial, where it holds exactly one
+    scored: Bools  # the slot has one trial, scored, and not one that blocks the pair
+    passed: Bools  # ... and it passed
+
+    @property
+    def eligible(self) -> Bools:
+        return self.scored[0::2] & self.scored[1::2]
+
+
+def _pairs(
+    table: Columns, rows: Ints, arms: tuple[str, str], cases: Sequence[str], rounds: int
+) -> _Pairs:
+    position = {case: i for i, case in enumerate(cases)}
+    of_code = np.array([position.get(v, -1) for v in table.case.values] or [-1])
+    variant = table.variant.codes[rows]
+    arm = np.full(len(rows), -1, dtype=np.int64)
+    for side, name in enumerate(arms):
+        if (code := table.variant.code(name)) >= 0:
+            arm[variant == code] = side
+    case = of_code[table.case.codes[rows]]
+    round_ = table.round[rows]
+    inside = (arm >= 0) & (case >= 0) & (round_ >= 1) & (round_ <= rounds)
+    rows = rows[inside]
+    slot = (case[inside] * rounds + round_[inside] - 1) * 2 + arm[inside]
+    slots = len(cases) * rounds * 2
+    found = np.bincount(slot, minlength=slots)
+    first_order = np.full(slots, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_order, slot, table.order[rows])
+    row = np.zeros(slots, dtype=np.int64)
+    row[slot] = rows
+    blocks = table.error_kind.table(lambda kind: kind in BLOCKS_PAIRS)[table.error_kind.codes]
+    verdicts = table.verdicts
+    scored = (found == 1) & ~blocks[row] & (verdicts[row] >= 0) if len(table) else found > 0
+    passed = scored & (verdicts[row] == 1) if len(table) else scored
+    return _Pairs(found, first_order, row, scored, passed)
 
 
 # --- telemetry ---------------------------------------------------------------------------
 
 
-def _measured(value: float | None) -> float | None:
-    # A negative or non-finite reading is a broken meter, not a measurement: averaging it
-    # would poison the mean (and NaN is not JSON), so it counts as not measured.
-    if value is None or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-        return None
-    return value
-
-
-def _tokens(trial: Scored) -> float | None:
-    # Both halves or nothing: input tokens alone would undercount and look like a saving.
-    tokens_in, tokens_out = _measured(trial.input_tokens), _measured(trial.output_tokens)
-    return None if tokens_in is None or tokens_out is None else tokens_in + tokens_out
-
-
-_READ: dict[str, Callable[[Scored], float | None]] = {
-    "tokens": _tokens,
-    "tool_calls": lambda t: _measured(t.tool_calls),
-    "latency_s": lambda t: _measured(t.latency_s),
-    "cost_usd": lambda t: _measured(t.cost_usd),
-}
-assert tuple(_READ) == TELEMETRY
-
-
-def _sum(values: Sequence[float]) -> float:
-    # Token and tool-call counts stay integers; fsum rounds a float sum once.
-    if all(isinstance(v, int) for v in values):
-        return sum(values)
-    return math.fsum(values)
-
-
-def _delta(
-    pairs: Sequence[_Pair], read: Callable[[Scored], float | None]
-) -> Delta | DeltaUnavailable:
-    both = [
-        (b, c)
-        for b, c in ((read(p.baseline), read(p.candidate)) for p in pairs)
-        if b is not None and c is not None
-    ]
-    coverage = f"{len(both)}/{len(pairs)} pairs measured"
-    if not both:
+def _delta(read: Measured, baseline: Ints, candidate: Ints) -> Delta | DeltaUnavailable:
+    both = read.measured[baseline] & read.measured[candidate]
+    m = int(np.count_nonzero(both))
+    coverage = f"{m}/{len(baseline)} pairs measured"
+    if not m:
         return DeltaUnavailable(mean_delta=None, status="unavailable", coverage=coverage)
-    m = len(both)
+    b, c = baseline[both], candidate[both]
+    integer = read.integer[b] & read.integer[c]
+    difference = sum_values(integer, read.ints[c] - read.ints[b], read.real[c] - read.real[b])
     return Delta(
-        mean_delta=_sum([c - b for b, c in both]) / m,
-        candidate_mean=_sum([c for _, c in both]) / m,
-        baseline_mean=_sum([b for b, _ in both]) / m,
+        mean_delta=difference / m,
+        candidate_mean=read.total(c) / m,
+        baseline_mean=read.total(b) / m,
         pairs_measured=m,
         coverage=coverage,
     )
 
 
-def _total(
-    trials: Sequence[Scored], read: Callable[[Scored], float | None]
-) -> Total | TotalUnavailable:
-    values = [v for v in (read(t) for t in trials) if v is not None]
-    coverage = f"{len(values)}/{len(trials)} trials measured"
-    if not values:
+def _total(read: Measured, rows: Ints) -> Total | TotalUnavailable:
+    measured = rows[read.measured[rows]]
+    coverage = f"{len(measured)}/{len(rows)} trials measured"
+    if not len(measured):
         return TotalUnavailable(total=None, status="unavailable", coverage=coverage)
-    return Total(total=_sum(values), trials_measured=len(values), coverage=coverage)
+    return Total(total=read.total(measured), trials_measured=len(measured), coverage=coverage)
 
 
-def _deltas(pairs: Sequence[_Pair]) -> Deltas:
-    return Deltas(**{name: _delta(pairs, read) for name, read in _READ.items()})
-
-
-def _totals(trials: Sequence[Scored]) -> ArmTotals:
+def _totals(table: Columns, rows: Ints) -> ArmTotals:
     # Every trial of the arm in the design counts, blocked or not: errored and duplicated
     # runs still spent tokens and money.
     return ArmTotals(
-        trials=len(trials), **{name: _total(trials, read) for name, read in _READ.items()}
+        trials=len(rows), **{name: _total(read, rows) for name, read in table.telemetry.items()}
     )
 
 
@@ -386,8 +365,8 @@ def _check_int(name: str, value: object, minimum: int | None) -> None:
 
 
 def _pass_hat_k(
-    baseline: Mapping[str, list[bool]],
-    candidate: Mapping[str, list[bool]],
+    baseline: Sequence[tuple[int, int]],
+    candidate: Sequence[tuple[int, int]],
     *,
     rounds: int,
     k: int,
@@ -397,7 +376,7 @@ def _pass_hat_k(
         if rounds == 1:
             reason = "one repetition cannot establish stability: " + reason
         return ArmPassHatK(baseline=None, candidate=None), reason
-    values = ArmPassHatK(baseline=pass_hat_k(baseline, k), candidate=pass_hat_k(candidate, k))
+    values = ArmPassHatK(baseline=pass_hat_k_of(baseline, k), candidate=pass_hat_k_of(candidate, k))
     missing = [arm for arm in ("baseline", "candidate") if getattr(values, arm) is None]
     if missing:
         return values, f"no case has {k} eligible pairs for {' and '.join(missing)}"
@@ -424,7 +403,7 @@ def compare(
     `attempts`, when given, is every attempt including retried ones: the operational totals
     count them all, since a retried attempt still spent tokens and time.
 
-    `trials` are final attempts (`build.final_attempts`); trials of other variants, of cases
+    `trials` are final attempts (`Columns.finals`); trials of other variants, of cases
     not in `cases` or of rounds outside 1..rounds are outside this design and ignored.
     """
     if baseline == candidate:
@@ -437,21 +416,21 @@ def compare(
     _check_int("resamples", resamples, 1)
     batch = resampling.Batch(resampling.check_version(method), seed, resamples)
     finish = plan_compare(
-        trials,
+        Columns.of_records(trials, _SCORED),
         baseline=baseline,
         candidate=candidate,
         cases=cases,
         rounds=rounds,
         k=k,
         batch=batch,
-        attempts=attempts,
+        attempts=None if attempts is None else Columns.of_records(attempts, _SCORED),
     )
     batch.run()
     return finish()
 
 
 def plan_compare(
-    trials: Sequence[Scored],
+    table: Columns,
     *,
     baseline: str,
     candidate: str,
@@ -459,52 +438,37 @@ def plan_compare(
     rounds: int,
     k: int,
     batch: resampling.Batch,
-    attempts: Sequence[Scored] | None = None,
+    attempts: Columns | None = None,
+    finals: Ints | None = None,
 ) -> Callable[[], Comparison]:
     """`compare` in two steps: everything but the lift's bootstrap, which it adds to
     `batch` (with version 2, so the arms' rates and the lift share their draws where they
     resample the same cases); the function it returns makes the comparison once the batch
-    has run. The arguments are `compare`'s, checked there."""
+    has run. The arguments are `compare`'s, checked there; `finals` are the rows of `table`
+    that are final attempts (all of them when None), and `attempts` every attempt (the
+    final ones when None)."""
     seed, resamples = batch.seed, batch.resamples
+    rows = np.arange(len(table), dtype=np.int64) if finals is None else finals
+    pairs = _pairs(table, rows, (baseline, candidate), cases, rounds)
+    eligible = np.flatnonzero(pairs.eligible)
+    blocked_pairs = np.flatnonzero(~pairs.eligible)
 
-    known = set(cases)
-    slots: dict[tuple[str, int, str], list[Scored]] = defaultdict(list)
-    by_arm: dict[str, list[Scored]] = {baseline: [], candidate: []}
-    for trial in trials:
-        if trial.variant in by_arm and trial.case_id in known and 1 <= trial.round <= rounds:
-            slots[(trial.case_id, trial.round, trial.variant)].append(trial)
-            by_arm[trial.variant].append(trial)
-
-    pairs: list[_Pair] = []
-    blocked: list[BlockedPair] = []
-    order: list[PairOrder] = []
-    for case in cases:
-        for round_ in range(1, rounds + 1):
-            found_b = slots.get((case, round_, baseline), [])
-            found_c = slots.get((case, round_, candidate), [])
-            first = None
-            if found_b and found_c:
-                first_b = min(t.order for t in found_b)
-                first_c = min(t.order for t in found_c)
-                first = baseline if first_b < first_c else candidate
-            order.append(PairOrder(case=case, round=round_, first=first))
-            side_b, side_c = _side(baseline, found_b), _side(candidate, found_c)
-            if isinstance(side_b, str) or isinstance(side_c, str):
-                reasons = [side for side in (side_b, side_c) if isinstance(side, str)]
-                blocked.append(BlockedPair(case=case, round=round_, reasons=reasons))
-                continue
-            pairs.append(_Pair(case, round_, side_b[0], side_c[0], side_b[1], side_c[1]))
-
-    # Per-case outcomes over eligible pairs, in round order, cases in design order.
-    base_cases: dict[str, list[bool]] = {}
-    cand_cases: dict[str, list[bool]] = {}
-    for pair in pairs:
-        base_cases.setdefault(pair.case, []).append(pair.baseline_passed)
-        cand_cases.setdefault(pair.case, []).append(pair.candidate_passed)
+    # Per-case tallies over eligible pairs, cases in design order.
+    pair_case = eligible // rounds if rounds else eligible
+    base_passed = pairs.passed[2 * eligible]
+    cand_passed = pairs.passed[2 * eligible + 1]
+    pairs_of = np.bincount(pair_case, minlength=len(cases))
+    base_wins = np.bincount(pair_case[base_passed], minlength=len(cases))
+    cand_wins = np.bincount(pair_case[cand_passed], minlength=len(cases))
+    used = np.flatnonzero(pairs_of)
+    names = [cases[i] for i in used.tolist()]
+    counts = pairs_of[used].tolist()
+    base_tallies = list(zip(counts, base_wins[used].tolist(), strict=True))
+    cand_tallies = list(zip(counts, cand_wins[used].tolist(), strict=True))
 
     flaky = FlakyCases(
-        baseline=[c for c, runs in base_cases.items() if len(set(runs)) == 2],
-        candidate=[c for c, runs in cand_cases.items() if len(set(runs)) == 2],
+        baseline=[case for case, (n, c) in zip(names, base_tallies, strict=True) if 0 < c < n],
+        candidate=[case for case, (n, c) in zip(names, cand_tallies, strict=True) if 0 < c < n],
     )
     flags: set[Flag] = set()
     if flaky.baseline or flaky.candidate:
@@ -513,98 +477,99 @@ def plan_compare(
     # The headline's parts that need no bootstrap. A blocked pair withholds the headline,
     # so its lift is not bootstrapped at all.
     lift_ticket: tuple[tuple[str, ...], int] | None = None
-    case_diffs: list[Fraction] = []
-    wins = losses = 0
-    if pairs:
-        # Exact, so "no-lift" means exactly zero, not a float that happened to cancel.
-        case_diffs = [
-            Fraction(sum(cand_cases[c]) - sum(base_cases[c]), len(base_cases[c]))
-            for c in base_cases
-        ]
-        wins = sum(1 for p in pairs if p.candidate_passed and not p.baseline_passed)
-        losses = sum(1 for p in pairs if p.baseline_passed and not p.candidate_passed)
-        bootstrapped = len(case_diffs) >= 2 and len(set(case_diffs)) > 1
-        if bootstrapped and not blocked and batch.version != resampling.V1:
-            # Each case's lift as an exact fraction, cases in id order like the arms' own
-            # columns, so the same cases share one draw matrix.
-            ordered = sorted(base_cases)
-            lift_ticket = batch.add(
-                tuple(ordered),
-                [(sum(cand_cases[c]) - sum(base_cases[c]), len(base_cases[c])) for c in ordered],
-            )
+    # Each case's lift, (candidate passes - baseline passes, pairs): exact, so "no-lift"
+    # means exactly zero, not a float that happened to cancel.
+    lifts = [(c - b, n) for (n, b), (_, c) in zip(base_tallies, cand_tallies, strict=True)]
+    distinct = {Fraction(*lift) for lift in set(lifts)}
+    wins = int(np.count_nonzero(cand_passed & ~base_passed))
+    losses = int(np.count_nonzero(base_passed & ~cand_passed))
+    bootstrapped = len(lifts) >= 2 and len(distinct) > 1
+    by_id = sorted(range(len(names)), key=names.__getitem__)
+    if bootstrapped and not len(blocked_pairs) and batch.version != resampling.V1:
+        # Cases in id order like the arms' own columns, so the same cases share one draw
+        # matrix.
+        lift_ticket = batch.add(tuple(names[i] for i in by_id), [lifts[i] for i in by_id])
 
     def lift_interval() -> tuple[tuple[float, float] | None, str | None]:
         """The lift's 95% interval and how it was made: an expanded percentile bootstrap
         over cases (plain percentiles run narrow with few cases), or Wilson bounds when
         every case has the same lift (`_same_lift_interval`)."""
-        if len(case_diffs) < 2:
+        if len(lifts) < 2:
             return None, None
-        if len(set(case_diffs)) == 1:
-            return _same_lift_interval(wins, losses, len(pairs))
+        if len(distinct) == 1:
+            return _same_lift_interval(wins, losses, len(eligible))
         if lift_ticket is not None:
             values = batch.distribution(lift_ticket)
         else:
-            values = _lift_distribution_v1(base_cases, cand_cases, seed, resamples)
-        return percentile_interval(values, expanded_level(len(case_diffs))), _BOOTSTRAP_METHOD
+            values = _lift_distribution_v1(
+                [lifts[i][0] / lifts[i][1] for i in by_id], seed, resamples
+            )
+        return percentile_interval(values, expanded_level(len(lifts))), _BOOTSTRAP_METHOD
 
     def finish() -> Comparison:
         return _comparison(
+            table,
             pairs,
-            blocked,
-            lift_interval if pairs and not blocked else None,
-            case_diffs,
+            eligible,
+            blocked_pairs,
+            lift_interval if len(eligible) and not len(blocked_pairs) else None,
+            lifts,
             wins,
             losses,
-            base_cases=base_cases,
-            cand_cases=cand_cases,
+            base_tallies=base_tallies,
+            cand_tallies=cand_tallies,
             flags=flags,
             flaky=flaky,
             baseline=baseline,
             candidate=candidate,
             cases=cases,
-            known=known,
             rounds=rounds,
             k=k,
             seed=seed,
             resamples=resamples,
-            order=order,
-            trials=trials,
+            finals=rows,
             attempts=attempts,
         )
 
     return finish
 
 
+def _exact_lift(lifts: Sequence[tuple[int, int]]) -> Fraction:
+    """The mean of the cases' lifts, exactly: over a common denominator, one Fraction."""
+    common = math.lcm(*(n for _, n in lifts))
+    return Fraction(sum(d * (common // n) for d, n in lifts), common * len(lifts))
+
+
 def _comparison(
-    pairs: Sequence[_Pair],
-    blocked: list[BlockedPair],
+    table: Columns,
+    pairs: _Pairs,
+    eligible: Ints,
+    blocked_pairs: Ints,
     lift_interval: Callable[[], tuple[tuple[float, float] | None, str | None]] | None,
-    case_diffs: Sequence[Fraction],
+    lifts: Sequence[tuple[int, int]],
     wins: int,
     losses: int,
     *,
-    base_cases: dict[str, list[bool]],
-    cand_cases: dict[str, list[bool]],
+    base_tallies: Sequence[tuple[int, int]],
+    cand_tallies: Sequence[tuple[int, int]],
     flags: set[Flag],
     flaky: FlakyCases,
     baseline: str,
     candidate: str,
     cases: Sequence[str],
-    known: set[str],
     rounds: int,
     k: int,
     seed: int,
     resamples: int,
-    order: list[PairOrder],
-    trials: Sequence[Scored],
-    attempts: Sequence[Scored] | None,
+    finals: Ints,
+    attempts: Columns | None,
 ) -> Comparison:
     headline: Headline | None = None
-    if pairs and lift_interval is not None:
-        base_rate = pass_at_1(base_cases)
-        cand_rate = pass_at_1(cand_cases)
+    if len(eligible) and lift_interval is not None:
+        base_rate = pass_at_1_of(base_tallies)
+        cand_rate = pass_at_1_of(cand_tallies)
         assert base_rate is not None and cand_rate is not None  # every case has a pair
-        lift = sum(case_diffs, Fraction(0)) / len(case_diffs)
+        lift = _exact_lift(lifts)
         if lift == 0:
             flags.add("no-lift")
         elif lift < 0:
@@ -615,11 +580,11 @@ def _comparison(
             flags.add("treatment-saturated")
         interval, method = lift_interval()
         mde = minimum_detectable_effect(
-            [float(d) for d in case_diffs], discordant=wins + losses, pairs=len(pairs)
+            [d / n for d, n in lifts], discordant=wins + losses, pairs=len(eligible)
         )
-        hat_k, hat_k_reason = _pass_hat_k(base_cases, cand_cases, rounds=rounds, k=k)
+        hat_k, hat_k_reason = _pass_hat_k(base_tallies, cand_tallies, rounds=rounds, k=k)
         headline = Headline(
-            cases=len(base_cases),
+            cases=len(base_tallies),
             baseline_pass_rate=base_rate,
             candidate_pass_rate=cand_rate,
             lift_pp=float(100 * lift),
@@ -631,7 +596,7 @@ def _comparison(
             seed=seed,
             resamples=resamples,
             wins=wins,
-            ties=len(pairs) - wins - losses,
+            ties=len(eligible) - wins - losses,
             losses=losses,
             mcnemar_midp=mcnemar_midp(wins, losses),
             mcnemar_note=(
@@ -647,45 +612,99 @@ def _comparison(
             pass_hat_k_reason=hat_k_reason,
         )
     withheld: str | None = None
-    if blocked:
-        withheld = f"withheld because {_blocked_text(len(blocked))}"
-    elif not pairs:
+    if len(blocked_pairs):
+        withheld = f"withheld because {_blocked_text(len(blocked_pairs))}"
+    elif not len(eligible):
         withheld = "withheld because the design has no pairs"
     if withheld is not None:
         # The verdict flags read like a conclusion; only `flaky`, a fact about single cases,
         # survives a withheld headline (as in pi-evals).
         flags &= {"flaky"}
 
+    base_rows = pairs.row[2 * eligible]
+    cand_rows = pairs.row[2 * eligible + 1]
+    spent = table if attempts is None else attempts
+    spent_rows = finals if attempts is None else np.arange(len(attempts), dtype=np.int64)
     return Comparison(
         baseline=baseline,
         candidate=candidate,
         pairs_total=len(cases) * rounds,
-        pairs_eligible=len(pairs),
-        blocked=blocked,
+        pairs_eligible=len(eligible),
+        blocked=_blocked(table, pairs, blocked_pairs, (baseline, candidate), cases, rounds),
         headline=headline,
         withheld_reason=withheld,
         flags=sorted(flags),
         flaky_cases=flaky,
-        deltas=_deltas(pairs),
+        deltas=Deltas(
+            **{name: _delta(read, base_rows, cand_rows) for name, read in table.telemetry.items()}
+        ),
         totals={
-            arm: _totals(
-                [
-                    t
-                    for t in (attempts or trials)
-                    if t.variant == arm and t.case_id in known and 1 <= t.round <= rounds
-                ]
-            )
+            arm: _totals(spent, _design_rows(spent, spent_rows, arm, cases, rounds))
             for arm in (baseline, candidate)
         },
-        order=order,
-        system_prompt_sha256={
-            arm: sorted(
-                {
-                    t.system_prompt_sha256
-                    for t in trials
-                    if t.variant == arm and t.system_prompt_sha256
-                }
-            )
-            for arm in (baseline, candidate)
-        },
+        order=_order(pairs, (baseline, candidate), cases, rounds),
+        system_prompt_sha256={arm: _prompts(table, finals, arm) for arm in (baseline, candidate)},
     )
+
+
+def _blocked(
+    table: Columns,
+    pairs: _Pairs,
+    blocked: Ints,
+    arms: tuple[str, str],
+    cases: Sequence[str],
+    rounds: int,
+) -> list[BlockedPair]:
+    found, row, scored = pairs.found.tolist(), pairs.row.tolist(), pairs.scored.tolist()
+    return [
+        BlockedPair(
+            case=cases[pair // rounds],
+            round=pair % rounds + 1,
+            reasons=[
+                _reason(arm, table, found[slot], row[slot])
+                for arm, slot in zip(arms, (2 * pair, 2 * pair + 1), strict=True)
+                if not scored[slot]
+            ],
+        )
+        for pair in blocked.tolist()
+    ]
+
+
+def _order(
+    pairs: _Pairs, arms: tuple[str, str], cases: Sequence[str], rounds: int
+) -> list[PairOrder]:
+    """Which arm ran first in each pair (by plan position), None unless both ran."""
+    both = (pairs.found[0::2] > 0) & (pairs.found[1::2] > 0)
+    base_first = pairs.first_order[0::2] < pairs.first_order[1::2]
+    first = np.where(both, np.where(base_first, 0, 1), -1).tolist()
+    names = (arms[0], arms[1], None)
+    return [
+        PairOrder(case=case, round=round_, first=names[first[i * rounds + round_ - 1]])
+        for i, case in enumerate(cases)
+        for round_ in range(1, rounds + 1)
+    ]
+
+
+def _design_rows(table: Columns, rows: Ints, arm: str, cases: Sequence[str], rounds: int) -> Ints:
+    """`rows` of `arm`'s trials in the design: its cases and rounds."""
+    design = set(cases)
+    known = table.case.table(lambda case: case in design)
+    code = table.variant.code(arm)
+    round_ = table.round[rows]
+    inside = (
+        (table.variant.codes[rows] == code)
+        & known[table.case.codes[rows]]
+        & (round_ >= 1)
+        & (round_ <= rounds)
+    )
+    selected: Ints = rows[inside]
+    return selected
+
+
+def _prompts(table: Columns, rows: Ints, arm: str) -> list[str]:
+    """The distinct system prompts of `arm`'s trials among `rows`."""
+    prompts = table.system_prompt_sha256
+    if prompts is None:
+        return []
+    codes = np.unique(prompts.codes[rows[table.variant.codes[rows] == table.variant.code(arm)]])
+    return sorted({prompts.values[code] for code in codes.tolist() if prompts.values[code]})

@@ -15,6 +15,7 @@ from service.report.model import (
     TotalUnavailable,
     VariantReport,
 )
+from service.report.render_agreement import agreement_lines
 
 _LABELS = {
     "tokens": "Tokens",
@@ -66,6 +67,11 @@ def _variant_lines(variant: VariantReport, k: int, unpaired: bool) -> list[str]:
             hat = "  n/a" if row.pass_hat_k is None else f"{100 * row.pass_hat_k:5.0f}%"
             line += f"  {hat}"
         lines.append(line)
+    if variant.judges:
+        lines += ["", f"  {'judge':<40} {'scored':>6} {'pass':>5}  pass rate"]
+        for judge in variant.judges:
+            rate = "  n/a" if judge.pass_rate is None else f"{100 * judge.pass_rate:5.0f}%"
+            lines.append(f"  {judge.name:<40} {judge.scored:>6} {judge.passed:>5}  {rate}")
     return [*lines, ""]
 
 
@@ -203,6 +209,8 @@ def render_text(report: Report) -> str:
             )
         )
         lines.append("")
+    if report.agreement is not None:
+        lines += agreement_lines(report.agreement)
     lines += [f"note: {note}" for note in report.notes]
     lines.append(
         f"examhall {record.service_version}, image {record.image}"

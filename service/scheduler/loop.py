@@ -285,7 +285,9 @@ class Scheduler:
                 providers=self.providers,
                 task=task,
                 agent_timeout_s=agent_timeout_s,
+                judge_model=spec.judge_model,
             )
+            judge_budget = Budget.from_limits(spec.judge_limits.model_dump())
             job_id = job.id
         sink = EventSink(self.sessions, trial_id)
         record = launch_trial(
@@ -298,6 +300,7 @@ class Scheduler:
             http=self.http,
             on_event=sink,
             placement=placement,
+            judge_budget=judge_budget,
         )
         sink.flush()
         if self._stop.is_set():
@@ -318,6 +321,7 @@ class Scheduler:
             node=record.sandbox.node if record.sandbox else None,
             wall_s=record.wall_s,
             cost_usd=record.cost_usd,
+            judge_usage=record.judge_usage,
         )
         if job_id is not None and self.on_change is not None:
             self.on_change(job_id)

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle, TaskSpec
-from service.domain.job_spec import Credentials, VariantSpec
+from service.domain.job_spec import Credentials, ModelSpec, VariantSpec
 from service.providers import ProviderRegistry
 
 
@@ -25,6 +25,7 @@ def run_spec(
     providers: ProviderRegistry,
     task: TaskSpec | None = None,
     agent_timeout_s: float | None = None,
+    judge_model: ModelSpec | None = None,
 ) -> RunSpec:
     """The worker's spec for one trial of `variant`, run as `harness` says; `docs` is the
     job's bundle (put in the prompt only when the harness asks for it). A task suite's trial
@@ -44,6 +45,7 @@ def run_spec(
         docs=docs if harness.docs else None,
         rules=harness.rules,
         task=task,
+        judge_model=ModelRef(judge_model.provider, judge_model.id) if judge_model else None,
         **(_direct(harness, providers) if credentials == "direct" else {}),
     )
 

@@ -25,6 +25,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from service.domain.status import TrialStatus
+from service.store import tallies
 from service.store.models import JobCounts, Trial
 
 FIELDS = ("attempts", "queued", "running", "finished", "passed", "failed", "error")
@@ -67,6 +68,7 @@ def start(session: Session, job_id: str, queued: int) -> None:
             failed=0,
             error=0,
             version=1,
+            tallied=True,  # its tallies are kept from the start (`tallies`)
         )
     )
 
@@ -162,6 +164,7 @@ def recount(session: Session, job_id: str) -> Counts:
             .where(JobCounts.job_id == job_id)
             .values(**counted, version=new_version)
         )
+    tallies.recount(session, job_id)
     return Counts(**counted, version=new_version)
 
 

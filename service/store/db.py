@@ -42,7 +42,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _json_dumps(value: Any) -> str:
+def json_dumps(value: Any) -> str:
     """JSON columns hold standard JSON on both databases: PostgreSQL's json type (and the
     API's responses) refuse NaN and Infinity, which a model's tool-call arguments can carry,
     so they are stored as null rather than fail the write."""
@@ -70,11 +70,11 @@ def make_engine(url: str | None = None) -> Engine:
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
-            json_serializer=_json_dumps,
+            json_serializer=json_dumps,
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    engine = create_engine(url, pool_pre_ping=True, json_serializer=_json_dumps)
+    engine = create_engine(url, pool_pre_ping=True, json_serializer=json_dumps)
     if engine.dialect.driver == "psycopg":
         event.listen(engine, "connect", _postgres_text)
     return engine

@@ -7,17 +7,18 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Select, Table, delete, insert, select, update
+from sqlalchemy import Select, delete, select, update
 from sqlalchemy.orm import Session
 
 from sandbox.protocol import SuiteBundle
 from service import __version__
 from service.domain.job_spec import JobRequest, JobSpec
-from service.domain.planner import Design, job_spec, plan
+from service.domain.planner import Design, job_spec, plan_tuples
 from service.domain.status import JobStatus, TrialStatus
 from service.store import counts
 from service.store.clock import now
-from service.store.models import Job, Suite, Trial, queued_row
+from service.store.models import Job, Suite, Trial
+from service.store.planned_trials import insert_rows, planned_rows
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def create_job(
             session.flush()  # no ORM relationship orders these inserts: the suite goes first
     else:
         sha = suite.sha256
-    planned = plan(list(design.cases), request.rounds, design.arms)
+    planned = len(design.cases) * len(design.arms) * request.rounds
     job = Job(
         id=f"job-{uuid.uuid4().hex[:16]}",
         status=(
@@ -64,7 +65,7 @@ def create_job(
         rounds=request.rounds,
         seed=request.seed,
         max_infra_retries=request.max_infra_retries,
-        planned=len(planned),
+        planned=planned,
         image=image,
         image_digest=image_digest,
         service_version=__version__,
@@ -74,23 +75,12 @@ def create_job(
     session.add(job)
     session.flush()
     if job.status == JobStatus.QUEUED:
-        _insert_trials(
-            session, [queued_row(job.id, p.case_id, p.variant, p.round, p.order) for p in planned]
-        )
-        counts.start(session, job.id, queued=len(planned))
+        rows = planned_rows(job.id, plan_tuples(design.cases, request.rounds, design.arms))
+        insert_rows(session, rows)
+        counts.start(session, job.id, queued=len(rows))
     else:
         counts.start(session, job.id, queued=0)
     return job
-
-
-def _insert_trials(session: Session, rows: list[dict[str, object]]) -> None:
-    # The table's own INSERT, executed many times over, not ORM objects in a unit of work
-    # (nor the ORM's bulk insert, which still handles every row): a job of 100,000 trials is
-    # stored in a second or two rather than ten.
-    connection, table = session.connection(), Trial.__table__
-    assert isinstance(table, Table)
-    for start in range(0, len(rows), 5000):
-        connection.execute(insert(table), rows[start : start + 5000])
 
 
 def building_jobs(session: Session) -> list[str]:
@@ -116,15 +106,8 @@ def start_built_job(
     job = session.get(Job, job_id, populate_existing=True)
     assert job is not None
     spec = JobSpec.model_validate(job.spec)
-    rows = []
-    for p in plan(spec.cases, job.rounds, tuple(spec.arms)):
-        image, digest = images.get((p.case_id, p.variant), (None, None))
-        rows.append(
-            queued_row(
-                job.id, p.case_id, p.variant, p.round, p.order, image=image, image_digest=digest
-            )
-        )
-    _insert_trials(session, rows)
+    rows = planned_rows(job.id, plan_tuples(spec.cases, job.rounds, tuple(spec.arms)), images)
+    insert_rows(session, rows)
     counts.add(session, job.id, {"queued": len(rows), "attempts": len(rows)})
     return True
 

@@ -18,10 +18,16 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from service.domain.status import TrialStatus
+
+# A trial's `changed` is 0 until its status first changes; ix_trials_changed holds only
+# those past it, and a query that names this very condition may read it.
+CHANGED_SINCE_PLANNED = "changed > 0"
+HAS_IMAGE = "image IS NOT NULL"
 
 # Ids of tables that grow with every trial. A box can outlive PostgreSQL's 32-bit serial
 # (2**31 events); SQLite's INTEGER PRIMARY KEY is 64-bit already, and only that exact
@@ -133,13 +139,29 @@ class JobCounts(Base):
     failed: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[int] = mapped_column(Integer, default=0)
     version: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Whether the job's `JobTally` rows have been kept since it was submitted (`tallies`);
+    # a job stored before them, or by a bulk load, is tallied from its trials when counted.
+    tallied: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+
+
+class JobTally(Base):
+    """What a report would otherwise read every trial's wide row for, kept per job with the
+    counts: a judge's passes over the scored trials of a variant (`kind` "judge"), and the
+    trials whose answers named a model (`kind` "model", variant "")."""
+
+    __tablename__ = "job_tallies"
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    variant: Mapped[str] = mapped_column(String(100), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    passed: Mapped[int] = mapped_column(Integer, default=0)
+    count: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class Trial(Base):
     __tablename__ = "trials"
     __table_args__ = (
         Index("ix_trials_queue", "status", "job_id", "order", "attempt"),
-        Index("ix_trials_job", "job_id", "case_id", "variant", "round"),
         # Covers what a report reads of every trial, so a large job's report reads this
         # index, not its wide rows (judges, timings, final text).
         Index(
@@ -154,7 +176,27 @@ class Trial(Base):
             "outcome",
             "error_kind",
         ),
-        Index("ix_trials_changed", "job_id", "changed"),
+        # Only trials that ran in an image of their own (a task environment): the report's
+        # record reads them without a pass over every trial of a job that has none.
+        Index(
+            "ix_trials_images",
+            "job_id",
+            "case_id",
+            "variant",
+            "image",
+            "image_digest",
+            sqlite_where=text(HAS_IMAGE),
+            postgresql_where=text(HAS_IMAGE),
+        ),
+        # Only trials that changed since they were planned: the event stream's reads
+        # (`trials.started_trials`), and none of a new job's queued rows.
+        Index(
+            "ix_trials_changed",
+            "job_id",
+            "changed",
+            sqlite_where=text(CHANGED_SINCE_PLANNED),
+            postgresql_where=text(CHANGED_SINCE_PLANNED),
+        ),
     )
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
@@ -196,7 +238,7 @@ class Trial(Base):
 
 def new_trial_id() -> str:
     # 64 random bits, as uuid4().hex[:16] gave (which drew 128 to keep 64): "trial-" and 16
-    # hex digits.
+    # hex digits. A job's planned trials have ids of their own (store/planned_trials.py).
     return f"trial-{secrets.token_hex(8)}"
 
 
@@ -211,7 +253,7 @@ def queued_row(
     image: str | None = None,
     image_digest: str | None = None,
 ) -> dict[str, Any]:
-    """`queued_trial`'s row as the values of a bulk insert (every column a new trial sets)."""
+    """`queued_trial`'s row: every column a new trial sets."""
     return {
         "id": new_trial_id(),
         "job_id": job_id,
@@ -282,3 +324,42 @@ class Artifact(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(Integer)
     content: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class ReviewSample(Base):
+    """A seeded, stratified sample of a job's scored trials for people to review
+    (`service.review.sampling`); the drawn trial ids are kept so the queue stays as drawn."""
+
+    __tablename__ = "review_samples"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    size: Mapped[int] = mapped_column(Integer)
+    # Seeds up to 2**32 - 1, as a job's.
+    seed: Mapped[int] = mapped_column(BigInteger)
+    # The sampling algorithm's version, so a later change cannot silently redraw old samples.
+    algorithm: Mapped[int] = mapped_column(Integer)
+    trial_ids: Mapped[list[Any]] = mapped_column(JSON)
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Review(Base):
+    """A person's verdict on one trial. Reviews are never changed: a revision is a new row,
+    and the newest row of a trial is its review (the older ones are its history)."""
+
+    __tablename__ = "reviews"
+    __table_args__ = (Index("ix_reviews_job_trial", "job_id", "trial_id", "id"),)
+    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"))
+    # 'pass' | 'fail'
+    verdict: Mapped[str] = mapped_column(String(10))
+    note: Mapped[str] = mapped_column(Text)
+    # Who: the team of the token (or "admin"), the token's prefix (None for the box's
+    # bootstrap admin token), whether it came over the API or the web UI, and the name the
+    # reviewer gave, since a team's tokens are shared by its people.
+    team: Mapped[str] = mapped_column(String(100))
+    token_prefix: Mapped[str | None] = mapped_column(String(16))
+    via: Mapped[str] = mapped_column(String(10))
+    reviewer: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(DateTime)

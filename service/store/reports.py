@@ -14,12 +14,13 @@ seeing a row per trial: the distinct models returned, and the rare trials that h
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Result, Text, cast, select
-from sqlalchemy.orm import Session
+from sqlalchemy import JSON, Float, Select, Text, case, cast, func, or_, select, true
+from sqlalchemy.orm import Session, aliased
 
+from service.report.outcomes import COUNTED_AS_FAILED
 from service.store.models import Event, Trial
 
 # The columns of `report_rows`, in order; `report.from_store` maps them onto its TrialFacts.
@@ -56,32 +57,51 @@ _OUTCOMES = (
 )
 
 
-def report_rows(session: Session, job_id: str) -> Result[*tuple[Any, ...]]:
-    """Every attempt of the job's trials as rows of REPORT_COLUMNS. `latency_s` is the agent's
-    run time and `limits_hit` is JSON text (decode it with `limits_hit`)."""
-    return session.execute(
-        select(
-            *_OUTCOMES,
-            Trial.model_returned,
-            Trial.usage["input_tokens"].as_integer(),
-            Trial.usage["output_tokens"].as_integer(),
-            Trial.tool_calls,
-            Trial.timings["run_agent"].as_float(),
-            Trial.system_prompt_sha256,
-            # As text: nearly every trial's is "[]", which is then not decoded at all.
-            cast(Trial.limits_hit, Text),
-            Trial.usage["cost_usd"].as_float(),
-        ).where(Trial.job_id == job_id)
-    )
-
-
 # The first columns of REPORT_COLUMNS, all in ix_trials_report.
 OUTCOME_COLUMNS = REPORT_COLUMNS[:8]
 
 
-def outcome_rows(session: Session, job_id: str) -> Result[*tuple[Any, ...]]:
-    """Every attempt of the job's trials as rows of OUTCOME_COLUMNS."""
-    return session.execute(select(*_OUTCOMES).where(Trial.job_id == job_id))
+def report_columns(session: Session, job_id: str) -> dict[str, Sequence[Any]]:
+    """Every attempt of the job's trials as REPORT_COLUMNS, by name: `latency_s` is the
+    agent's run time and `limits_hit` is JSON text (decode it with `limits_hit`)."""
+    return _columns(session, _report_query(job_id), REPORT_COLUMNS)
+
+
+def outcome_columns(session: Session, job_id: str) -> dict[str, Sequence[Any]]:
+    """Every attempt of the job's trials as OUTCOME_COLUMNS, by name."""
+    return _columns(session, select(*_OUTCOMES).where(Trial.job_id == job_id), OUTCOME_COLUMNS)
+
+
+def _columns(
+    session: Session, query: Select[*tuple[Any, ...]], names: Sequence[str]
+) -> dict[str, Sequence[Any]]:
+    # SQLAlchemy runs the statement (its parameters bound as it binds them) and the
+    # driver's cursor gives the rows: plain tuples, without the Row objects and their
+    # processing, which cost about as much as the query itself for 100,000 rows. No column
+    # needs a result conversion: they are text and numbers, the JSON fields extracted and
+    # cast by the database.
+    result = session.connection().execute(query)
+    try:
+        rows = result.cursor.fetchall()
+    finally:
+        result.close()
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    return dict(zip(names, columns, strict=True))
+
+
+def _report_query(job_id: str) -> Select[*tuple[Any, ...]]:
+    return select(
+        *_OUTCOMES,
+        Trial.model_returned,
+        Trial.usage["input_tokens"].as_integer(),
+        Trial.usage["output_tokens"].as_integer(),
+        Trial.tool_calls,
+        Trial.timings["run_agent"].as_float(),
+        Trial.system_prompt_sha256,
+        # As text: nearly every trial's is "[]", which is then not decoded at all.
+        cast(Trial.limits_hit, Text),
+        Trial.usage["cost_usd"].as_float(),
+    ).where(Trial.job_id == job_id)
 
 
 def models_returned(session: Session, job_id: str) -> list[str]:
@@ -131,3 +151,74 @@ def job_environments(session: Session, job_id: str) -> tuple[tuple[str, str, str
     return tuple(
         (case, variant, image or "", digest) for case, variant, image, digest in rows if image
     )
+
+
+def _judge_elements(session: Session) -> tuple[Any, Callable[[str], Any]]:
+    """Every trial's judges unpacked by the database, one row each (to join the trials to),
+    and a reader of one key of a judge."""
+    if session.get_bind().dialect.name == "postgresql":
+        # A trial's judges may be JSON null (a queued row), which json_array_elements refuses.
+        judges = case(
+            (func.json_typeof(Trial.judges) == "array", Trial.judges),
+            else_=cast("[]", JSON),
+        )
+        element = func.json_array_elements(judges).table_valued("value").render_derived()
+        return element, lambda key: element.c.value.op("->>")(key)
+    element = func.json_each(Trial.judges).table_valued("value")
+    return element, lambda key: func.json_extract(element.c.value, f"$.{key}")
+
+
+def judge_counts(session: Session, job_id: str) -> list[tuple[str, str, int, int]]:
+    """(variant, judge name, trials it passed (score 1), trials it scored) over the job's
+    scored trials' last attempts (only unscored outcomes are retried, but a later attempt is
+    excluded anyway), each judge as the trials recorded it.
+
+    The database unpacks every trial's judges and counts them, so a large job's report never
+    decodes a JSON list per trial in Python."""
+    later = aliased(Trial)
+    newer_attempt = (
+        select(later.id)
+        .where(
+            later.job_id == Trial.job_id,
+            later.variant == Trial.variant,
+            later.order == Trial.order,
+            later.attempt > Trial.attempt,
+        )
+        .exists()
+    )
+    element, field = _judge_elements(session)
+    name, score = field("name"), cast(field("score"), Float)
+    passed = func.sum(case((score >= 1.0, 1), else_=0))
+    rows = session.execute(
+        select(Trial.variant, name, passed, func.count())
+        .select_from(Trial)
+        .join(element, true())
+        .where(
+            Trial.job_id == job_id,
+            Trial.status == "finished",
+            # Scored, as `verdict` has it: passed, failed, or an error of the agent's side.
+            or_(
+                Trial.outcome.in_(("passed", "failed")),
+                Trial.error_kind.in_(sorted(COUNTED_AS_FAILED)),
+            ),
+            name.is_not(None),
+            ~newer_attempt,
+        )
+        .group_by(Trial.variant, name)
+    )
+    return [(variant, str(judge), int(ok or 0), int(n)) for variant, judge, ok, n in rows]
+
+
+def judge_rubrics(session: Session, job_id: str) -> tuple[tuple[str, str], ...]:
+    """(judge, rubric sha256) of the model-graded judges the job's trials recorded, each once."""
+    element, field = _judge_elements(session)
+    name, rubric = field("name"), field("rubric_sha256")
+    rows = session.execute(
+        select(name, rubric)
+        .select_from(Trial)
+        .join(element, true())
+        .where(Trial.job_id == job_id, rubric.is_not(None))
+        .distinct()
+        .order_by(name, rubric)
+    )
+    return tuple((str(judge), str(digest)) for judge, digest in rows)

@@ -6,17 +6,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import TrialResult
 from service.domain.status import JobStatus, Outcome, TrialStatus
-from service.store import counts
+from service.store import counts, tallies
 from service.store.clock import now
 from service.store.models import Artifact, Job, Trial, queued_trial
 from service.store.queue import drop_trials
 
 log = logging.getLogger("examhall.store")
+
+# Outcomes that no one in the sandbox could cause (`launch.settle`, `launch.judging`).
+RETRIED = frozenset({"infra_error", "judge_error"})
 
 
 def record_result(
@@ -30,6 +34,7 @@ def record_result(
     node: str | None = None,
     wall_s: float,
     cost_usd: float | None,
+    judge_usage: dict[str, Any] | None = None,
 ) -> str | None:
     """Store the run's result; returns its job's id, or None when its end was not ours to
     record (see `_ending`)."""
@@ -48,6 +53,8 @@ def record_result(
         trial.model_returned = result.model_returned
         trial.tool_calls = result.tool_calls
         trial.usage = {**dataclasses.asdict(result.usage), "cost_usd": cost_usd}
+        if judge_usage is not None:
+            trial.usage["judge"] = judge_usage  # the judge model's, apart from the agent's
         trial.judges = [dataclasses.asdict(j) for j in result.judges]
         trial.timings = result.timings
         trial.final_text = result.final_text
@@ -115,8 +122,10 @@ def _ending(session: Session, owner: str, trial_id: str) -> tuple[Trial, Job] | 
 
 
 def _after(session: Session, trial: Trial, job: Job) -> None:
-    """Retry an infra error as a new attempt; finish the job when nothing is left."""
-    retried = trial.error_kind == "infra_error" and trial.attempt <= job.max_infra_retries
+    """Retry an infra error, or a judge model's failure, as a new attempt (both within the
+    job's max_infra_retries); finish the job when nothing is left."""
+    tallies.add(session, job.id, tallies.of_trial(trial))
+    retried = trial.error_kind in RETRIED and trial.attempt <= job.max_infra_retries
     if retried:
         # The planned trial's latest attempt is the new, queued one.
         deltas = {"running": -1, "queued": 1, "attempts": 1}

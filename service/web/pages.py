@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from service.api.schemas import EventView, JobView, TrialView
 from service.domain.job_spec import JobSpec
+from service.domain.planner import first_cases_orders
 from service.domain.status import JobStatus, TrialStatus
 from service.report.model import TELEMETRY, Report
 from service.web import transcript
@@ -73,6 +74,12 @@ def grid_cases(spec: JobSpec) -> list[str]:
     """The cases whose cells the job page's grid shows: the first, in plan order."""
     per_case = max(1, len(spec.arms or spec.variants) * spec.rounds)
     return spec.cases[: max(1, GRID_CELLS // per_case)]
+
+
+def grid_orders(spec: JobSpec) -> list[int]:
+    """The plan orders of the trials of `grid_cases`, by which the page reads them."""
+    arms = len(spec.arms or spec.variants)
+    return first_cases_orders(len(spec.cases), arms, spec.rounds, len(grid_cases(spec)))
 
 
 def job_page(job: JobView, report: Report, trials: Sequence[GridTrial], who: str) -> str:

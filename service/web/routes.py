@@ -25,12 +25,15 @@ from service.api.schemas import EventView
 from service.api.views import job_view, trial_view
 from service.domain.job_spec import JobSpec
 from service.report.from_store import job_report
+from service.store import counts
 from service.store.jobs import find_job
 from service.store.reports import trial_events
+from service.store.reviews import reviews_marker
 from service.store.trials import grid_trials
 from service.teams import Principal, authenticate
 from service.web import pages
 from service.web.csrf import cross_site_problem
+from service.web.kept import JOB_PAGES
 from service.web.sessions import SESSION_COOKIE, close_session, open_session
 
 JOBS_SHOWN = 200
@@ -112,11 +115,18 @@ def _job_page(c: Context, caller: Principal, job_id: str) -> HTMLResponse:
             job = get_job(session, caller, job_id)
         except HTTPException as exc:
             return html(pages.not_found_page(str(exc.detail), caller.name), exc.status_code)
+        # The marker is read first: what is read after it is at least as new.
+        version = counts.version(session, job.id)
+        reviewed = reviews_marker(session, job.id)
+        key = None if version is None else (job.id, job.status, version, reviewed, caller.name)
+        if key is not None and (kept := JOB_PAGES.get(key)) is not None:
+            return html(kept)
         spec = JobSpec.model_validate(job.spec)
-        trials = grid_trials(session, job.id, pages.grid_cases(spec))
-        return html(
-            pages.job_page(job_view(session, job), job_report(session, job), trials, caller.name)
-        )
+        trials = grid_trials(session, job.id, pages.variant_order(spec), pages.grid_orders(spec))
+        page = pages.job_page(job_view(session, job), job_report(session, job), trials, caller.name)
+        if key is not None:
+            JOB_PAGES.put(key, page)
+        return html(page)
 
 
 def _trial_page(c: Context, caller: Principal, trial_id: str) -> HTMLResponse:

@@ -22,7 +22,7 @@ SESSION_COOKIE = "examhall_session"
 SESSION_PREFIX = "exs_"
 
 
-def _hash(session_id: str) -> str:
+def session_hash(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
 
@@ -30,18 +30,18 @@ def open_session(db: Session, token: str, ttl_s: int) -> str:
     """A new session for a token already checked valid; returns the id for the cookie."""
     at = now()
     session_id = SESSION_PREFIX + secrets.token_urlsafe(32)
-    add_session(db, _hash(session_id), hash_token(token), at, at + timedelta(seconds=ttl_s))
+    add_session(db, session_hash(session_id), hash_token(token), at, at + timedelta(seconds=ttl_s))
     return session_id
 
 
 def session_principal(db: Session, session_id: str, admin_token: str | None) -> Principal | None:
     """Who a session cookie stands for, or None if it is unknown, expired or its token is
     revoked."""
-    row = find_session(db, _hash(session_id))
+    row = find_session(db, session_hash(session_id))
     if row is None or row.expires_at <= now():
         return None
     return principal_of(db, row.token_sha256, admin_token)
 
 
 def close_session(db: Session, session_id: str) -> None:
-    delete_session(db, _hash(session_id))
+    delete_session(db, session_hash(session_id))

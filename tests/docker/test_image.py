@@ -83,7 +83,7 @@ def test_image_is_tagged_and_labelled_with_its_content_hash(
     assert len(digest) == 64
     assert sandbox_image == f"{SANDBOX_REPO}:{digest[:12]}"
     assert image.labels[BASE_LABEL] == sandbox_base()
-    assert image.attrs["Config"]["Entrypoint"] == ["python3", "-P", "-m", "sandbox.worker"]
+    assert image.attrs["Config"]["Entrypoint"] == ["python3", "-P", "-S", "-m", "sandbox.worker"]
     assert image.attrs["Config"]["WorkingDir"] == "/workspace"
 
 

@@ -25,12 +25,16 @@ from sandbox.protocol import (
     TrialResult,
     Usage,
 )
+from service.domain.job_spec import JobRequest
+from service.domain.planner import plan, resolve_design
 from service.launch.trial import TrialRecord
 from service.report.from_store import job_report
 from service.scheduler import EVENT_BATCH, EventSink, Scheduler
+from service.store import counts
+from service.store.clock import now
 from service.store.db import make_engine, migrate, session_factory
-from service.store.jobs import newest_jobs
-from service.store.models import Artifact, Job, Trial
+from service.store.jobs import StoredSuite, create_job, newest_jobs, start_built_job
+from service.store.models import Artifact, Job, Suite, Trial
 from service.store.models import Event as EventRow
 from service.teams import create_team
 from tests.store.conftest import SMOKE, fresh_postgres_database, make_scheduler, submit
@@ -160,8 +164,8 @@ def test_json_text_and_bytes_round_trip(
         "id": "coin?p=1",
     }
     assert trial.judges == [
-        {"name": "file", "score": 1.0, "detail": ODD},
-        {"name": "text", "score": 0.0, "detail": ""},
+        {"name": "file", "score": 1.0, "detail": ODD, "rubric_sha256": None},
+        {"name": "text", "score": 0.0, "detail": "", "rubric_sha256": None},
     ]
     assert trial.usage == {
         "input_tokens": 1234,
@@ -294,3 +298,77 @@ def test_a_team_sees_its_own_jobs_and_an_admin_every_teams(
         assert [j.id for j in newest_jobs(session, None, 10)] == [admins.id]
         everyone = newest_jobs(session, None, 10, every_team=True)
         assert {j.id for j in everyone} == {mine.id, admins.id}
+
+
+def test_a_jobs_planned_trials_are_stored_as_planned(sessions: sessionmaker[Session]) -> None:
+    # create_job stores them by the driver's bulk path (executemany, or PostgreSQL's COPY),
+    # with ids of the job's random part and the order: each row as planned, text as given.
+    cases = ["plain", ODD, "back\\slash, comma; 'single'"]
+    jobs = [
+        submit(
+            sessions,
+            cases=cases,
+            rounds=3,
+            comparison="docs-lift",
+            docs={"files": {"a.md": "docs"}},
+        )
+        for _ in range(2)
+    ]
+    with sessions() as session:
+        for job in jobs:
+            rows = session.scalars(
+                select(Trial).where(Trial.job_id == job.id).order_by(Trial.order)
+            ).all()
+            spec_arms = tuple(job.spec["arms"])
+            assert [(t.case_id, t.variant, t.round, t.order) for t in rows] == [
+                (p.case_id, p.variant, p.round, p.order) for p in plan(cases, 3, spec_arms)
+            ]
+            assert {(t.status, t.attempt, t.changed, t.image, t.outcome) for t in rows} == {
+                ("queued", 1, 0, None, None)
+            }
+            ids = [t.id for t in rows]
+            assert ids == sorted(ids) and len(set(ids)) == len(ids) == job.planned == 18
+            assert all(i.startswith("trial-") and len(i) == len(ids[0]) for i in ids)
+        first, second = (
+            {t.id[:-8] for t in session.scalars(select(Trial).where(Trial.job_id == job.id))}
+            for job in jobs
+        )
+        assert len(first) == len(second) == 1 and first != second
+
+
+def test_a_built_jobs_trials_are_stored_with_their_images(sessions: sessionmaker[Session]) -> None:
+    # A task suite's job is stored `building` with no trial; once its environments are built,
+    # `start_built_job` plans them, each (case, variant) with an image of its own in it.
+    request = JobRequest.model_validate(
+        {"suite": "sha256:" + "ab" * 32, "model": {"provider": "simulated", "id": "x"}, "rounds": 2}
+    )
+    with sessions.begin() as session:
+        session.add(
+            Suite(sha256="ab" * 32, name="tasks", source="", created_at=now(), kind="harbor")
+        )
+        session.flush()
+        job = create_job(
+            session,
+            request,
+            StoredSuite("ab" * 32, "tasks"),
+            resolve_design(request, ["built", "plain"]),
+            image="examhall/sandbox:test",
+            image_digest=None,
+        )
+    assert job.status == "building"
+    with sessions.begin() as session:
+        images = {("built", "default"): ("examhall/env:built", "sha256:built")}
+        assert start_built_job(session, job.id, images)
+    with sessions() as session:
+        rows = session.scalars(
+            select(Trial).where(Trial.job_id == job.id).order_by(Trial.order)
+        ).all()
+        assert [(t.case_id, t.round, t.image, t.image_digest, t.status) for t in rows] == [
+            ("built", 1, "examhall/env:built", "sha256:built", "queued"),
+            ("plain", 1, None, None, "queued"),
+            ("built", 2, "examhall/env:built", "sha256:built", "queued"),
+            ("plain", 2, None, None, "queued"),
+        ]
+        assert counts.read(session, job.id) == counts.Counts(
+            attempts=4, queued=4, running=0, finished=0, passed=0, failed=0, error=0, version=2
+        )

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from service.domain.job_spec import JobLimits, JobRequest, JobSpec
-from service.domain.planner import JobInputError, job_spec, plan, resolve_design
+from service.domain.planner import (
+    JobInputError,
+    first_cases_orders,
+    job_spec,
+    plan,
+    resolve_design,
+)
 
 
 def _arms(planned: list, case_id: str, round_: int) -> list[str]:  # type: ignore[type-arg]
@@ -46,6 +52,20 @@ def test_two_candidates_rounds_1_to_4() -> None:
 
 def _request(**body: object) -> JobRequest:
     return JobRequest.model_validate({"suite": "smoke", **body})
+
+
+@pytest.mark.parametrize(
+    ("cases", "arms", "rounds", "first"),
+    [(5, 1, 3, 2), (4, 2, 4, 1), (3, 3, 2, 3), (3, 2, 3, 7), (1, 1, 1, 1)],
+)
+def test_first_cases_orders_are_the_plans_orders_of_those_cases(
+    cases: int, arms: int, rounds: int, first: int
+) -> None:
+    # The job page reads its grid's trials by these orders (an index), not by case id.
+    names = [f"case-{i}" for i in range(cases)]
+    planned = plan(names, rounds, tuple(f"arm-{a}" for a in range(arms)))
+    expected = [p.order for p in planned if p.case_id in names[:first]]
+    assert first_cases_orders(cases, arms, rounds, first) == expected
 
 
 def test_docs_lift_preset_expands_to_two_arms() -> None:

@@ -329,3 +329,55 @@ def test_templates_mark_nothing_safe() -> None:
         assert not re.search(r"\|\s*safe\b|autoescape\s+false", text), path
     for path in web.glob("*.py"):
         assert not re.search(r"\bMarkup\b|markupsafe", path.read_text()), path
+
+
+def test_job_page_shows_each_variants_judge_pass_rates() -> None:
+    facts = JobFacts(
+        id="job-1",
+        status="finished",
+        suite_name="s",
+        suite_sha256="0" * 64,
+        rounds=1,
+        seed=1,
+        planned=2,
+        model="faux/x",
+        image="img",
+        image_digest=None,
+        service_version="0",
+        created_at=datetime(2025, 1, 1),
+    )
+    trials = [
+        TrialFacts("c", "default", 1, i, 1, "finished", outcome, None, None)
+        for i, outcome in enumerate(("passed", "failed"))
+    ]
+    report = build_report(
+        facts,
+        trials,
+        case_order=["c"],
+        generated_at=datetime(2025, 1, 2),
+        judge_counts=[("default", EVIL, 1, 2), ("default", "tool_called(write)", 2, 2)],
+    )
+    job = JobView(
+        id="job-1",
+        status="finished",
+        team="t",
+        suite="s",
+        suite_sha256="0" * 64,
+        spec=spec(["c"], ["default"]),
+        planned_trials=2,
+        counts=TrialCounts(),
+        created_at=datetime(2025, 1, 1),
+        finished_at=None,
+    )
+    grid = [
+        FakeTrial(f"t{i}", t.case_id, t.variant, 1, 1, t.status, t.outcome)
+        for i, t in enumerate(trials)
+    ]
+    page = job_page(job, report, grid, who="t")
+    assert "<script" not in page
+    assert "<h2>Judges</h2>" in page and "<caption>default</caption>" in page
+    assert (
+        '<th scope="row" class="judge">tool_called(write)</th><td class="num">2</td>'
+        '<td class="num">2</td><td class="num">100.0%</td>'
+    ) in page
+    assert f'<th scope="row" class="judge">{ESCAPED}</th>' in page and ">50.0%<" in page

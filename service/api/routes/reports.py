@@ -11,7 +11,7 @@ from service.api.access import NOT_FOUND, get_job
 from service.api.auth import Caller
 from service.api.context import Ctx
 from service.report.from_store import job_report
-from service.report.model import Report
+from service.report.model import Report, report_json
 from service.report.render_text import render_text
 
 router = APIRouter()
@@ -35,4 +35,4 @@ def report(
         data = job_report(session, get_job(session, caller, job_id))
     if format == "text":
         return PlainTextResponse(render_text(data))
-    return JSONResponse(data.model_dump(mode="json"))
+    return JSONResponse(report_json(data))

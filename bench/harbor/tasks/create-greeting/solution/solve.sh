@@ -1,0 +1,3 @@
+#!/bin/bash
+# What the smoke suite's solution script leaves in the workspace.
+printf 'Hello, exam hall!\n' > /workspace/hello.txt

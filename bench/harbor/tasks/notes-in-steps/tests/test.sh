@@ -1,0 +1,5 @@
+#!/bin/bash
+# Reward 1 when the file is byte for byte what the case asks for, else 0 (Harbor takes a
+# missing reward file for an error, not a failure).
+mkdir -p /logs/verifier
+if cmp -s /workspace/notes.md <(printf '# Notes\ndone\n'); then echo 1; else echo 0; fi > /logs/verifier/reward.txt
