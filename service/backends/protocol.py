@@ -53,6 +53,9 @@ class SandboxExit:
     # whatever the worker said, the attempt is an `infra_error` and is run again. Only the
     # backend, from outside the sandbox, can say so.
     lost: str | None = None
+    # The engine's own error for a container it could not run (Docker's State.Error): why a
+    # sandbox that said nothing ended, in the operator's words rather than "no output".
+    engine_error: str | None = None
 
 
 @dataclass(frozen=True)

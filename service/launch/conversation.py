@@ -41,6 +41,7 @@ class SandboxRun:
     # The backend could not run it at all (start failed): a retry, not the agent's fault.
     infra_error: str | None = None
     channel_error: str | None = None
+    engine_error: str | None = None
     stderr_tail: str = ""
     started_at: float = 0.0
     ended_at: float = 0.0
@@ -125,6 +126,7 @@ def converse(
     try:
         ended = sandbox.wait(WAIT_S)
         run.exit_code, run.oom_killed = ended.exit_code, ended.oom_killed
+        run.engine_error = ended.engine_error
         if ended.lost is not None:
             # The backend saw the sandbox's machine go from outside: not the trial's doing.
             run.infra_error = ended.lost

@@ -54,7 +54,12 @@ def settle(
             "reward: a verifier without a reward fails the run.",
             VERIFY_STEP,
         )
-    detail = run.channel_error or run.stderr_tail.strip()[-2000:] or "no output"
+    detail = (
+        run.channel_error
+        or (f"the engine said: {run.engine_error}" if run.engine_error else None)
+        or run.stderr_tail.strip()[-2000:]
+        or "no output"
+    )
     return _error(
         "infra_error", f"The sandbox exited with code {run.exit_code} without a result: {detail}"
     )

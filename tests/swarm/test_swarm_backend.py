@@ -4,6 +4,8 @@ tests/docker/test_probes.py, whose tests run here on this directory's `backend`)
 
 from __future__ import annotations
 
+import io
+import tarfile
 import uuid
 from collections.abc import Callable
 
@@ -15,7 +17,7 @@ from sandbox.netcut import CUT_NETWORK_ENV
 from service.backends.protocol import LaunchSpec, SandboxBackend, SandboxError
 from service.backends.registry import create_backend
 from service.backends.swarm import SwarmBackend, SwarmSettings
-from service.backends.swarm.backend import SANDBOX_NETWORK
+from service.backends.swarm.backend import PLACEMENTS, SANDBOX_NETWORK
 from tests.docker.test_backend_contract import (  # noqa: F401  (collected here, on Swarm)
     Started,
     started,
@@ -112,6 +114,35 @@ def test_a_swarm_without_a_registry_or_a_manager_is_refused_with_what_to_set(
 def test_direct_credentials_need_an_egress_network(backend: SwarmBackend) -> None:
     with pytest.raises(SandboxError, match="EXAMHALL_SWARM_EGRESS_NETWORK"):
         backend.start(LaunchSpec(f"egress-{uuid.uuid4().hex[:8]}", "egress", egress=True))
+
+
+def test_a_container_its_node_cannot_start_is_placed_again_then_refused_with_why(
+    backend: SwarmBackend, docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    """A start that fails on the node (Docker's exit code 128 on a container that never ran,
+    as a network endpoint that fails to join gives) ran no code of the trial: the backend
+    places it again rather than hand back a channel to nothing, and says Docker's error when
+    every placement failed. An image whose USER does not exist fails every start that way."""
+    dockerfile = f"FROM {sandbox_image}\nUSER examhall-no-such-user\n".encode()
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+    tag = f"examhall-test/start-fails:{uuid.uuid4().hex[:12]}"
+    docker_client.images.build(
+        fileobj=io.BytesIO(context.getvalue()), custom_context=True, tag=tag, rm=True, forcerm=True
+    )
+    launch = LaunchSpec(f"startfail-{uuid.uuid4().hex[:8]}", "startfail", image=tag)
+    try:
+        with pytest.raises(SandboxError) as refused:
+            backend.start(launch)
+    finally:
+        docker_client.images.remove(tag, force=True)
+    message = str(refused.value)
+    assert f"could not be started {PLACEMENTS} times" in message
+    assert message.count("examhall-no-such-user") == PLACEMENTS
+    assert backend.reap(lambda found: [f for f in found if f.trial_id == launch.trial_id]) == []
 
 
 def test_nothing_of_this_run_is_left_on_the_swarm(

@@ -86,6 +86,10 @@ def test_a_silent_end_is_an_infra_error_and_an_oom_kill_a_limit() -> None:
     assert "code 3" in (silent.result.error_message or "")
     _, oom = _run(lambda w: SandboxExit(137, oom_killed=True))
     assert oom.result.error_kind == "limit_exceeded"
+    # An engine that could not run the container says why; the trial says it too.
+    _, refused = _run(lambda w: SandboxExit(128, engine_error="failed to join network x"))
+    assert refused.result.error_kind == "infra_error"
+    assert "the engine said: failed to join network x" in (refused.result.error_message or "")
 
 
 def test_a_malformed_line_is_named_in_the_error() -> None:

@@ -72,12 +72,17 @@ def screenshot(driver: WebDriver, path: str) -> None:
 
 
 def is_stale(element: WebElement) -> bool:
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
     try:
         element.tag_name  # noqa: B018 - any access tells whether the page was replaced
     except StaleElementReferenceException:
         return True
+    except WebDriverException as exc:
+        # Asked while the old document is being torn down, Chromium answers this instead.
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
     return False
 
 

@@ -87,9 +87,11 @@ class DockerSandbox:
             self.container.reload()
         except Exception as exc:  # the daemon may have lost the container
             raise SandboxError(f"Could not read the container's exit state: {exc}") from exc
+        ended = self.container.attrs["State"]
         return SandboxExit(
             exit_code=int(state.get("StatusCode", -1)),
-            oom_killed=bool(self.container.attrs["State"].get("OOMKilled")),
+            oom_killed=bool(ended.get("OOMKilled")),
+            engine_error=ended.get("Error") or None,
         )
 
     def remove(self) -> None:

@@ -78,6 +78,12 @@ class _Unreachable(Exception):
         self.node_id = node_id
 
 
+class _StartFailed(Exception):
+    """The node made the trial's container but its engine could not start it (Docker's exit
+    code 128, e.g. a network endpoint it failed to join): no code of the trial or its suite
+    ran, so placing it again is the infrastructure's business, not a retry of the trial."""
+
+
 @dataclass(frozen=True)
 class SwarmSettings:
     # The sandbox image as the nodes pull it (from the box's registry, by digest).
@@ -131,7 +137,7 @@ class SwarmSandbox:
         if self.lost is None:
             try:
                 state = self.engine.api.wait(self.container_id, timeout=max(1, round(timeout_s)))
-                oom = self.engine.api.inspect_container(self.container_id)["State"]["OOMKilled"]
+                ended = self.engine.api.inspect_container(self.container_id)["State"]
             except Exception as exc:
                 self.lost = self.backend.node_trouble(self.node_id)
                 if self.lost is None and not isinstance(exc, requests.ConnectionError):
@@ -150,7 +156,11 @@ class SwarmSandbox:
                 # Drained or lost just as it ended: its last words may be the shutdown's.
                 self.lost = self.backend.node_trouble(self.node_id)
                 if self.lost is None:
-                    return SandboxExit(exit_code=int(state.get("StatusCode", -1)), oom_killed=oom)
+                    return SandboxExit(
+                        exit_code=int(state.get("StatusCode", -1)),
+                        oom_killed=bool(ended.get("OOMKilled")),
+                        engine_error=ended.get("Error") or None,
+                    )
         return SandboxExit(exit_code=-1, lost=self.lost)
 
     def remove(self) -> None:
@@ -194,6 +204,7 @@ class SwarmBackend:
 
     def start(self, launch: LaunchSpec) -> SwarmSandbox:
         unreachable: list[str] = []
+        failed: list[str] = []
         for _ in range(PLACEMENTS):
             try:
                 return self._start(launch)
@@ -202,6 +213,13 @@ class SwarmBackend:
                 # heartbeats): keep trials off it meanwhile, and place this one again.
                 self._avoid(exc.node_id)
                 unreachable.append(str(exc))
+            except _StartFailed as exc:
+                failed.append(str(exc))
+        if failed:
+            raise SandboxError(
+                f"The trial's container could not be started {len(failed)} times: "
+                f"{'; '.join(failed)}"
+            )
         raise SandboxError(f"No swarm node Swarm chose could be reached: {'; '.join(unreachable)}")
 
     def _start(self, launch: LaunchSpec) -> SwarmSandbox:
@@ -231,7 +249,7 @@ class SwarmBackend:
             try:
                 engine = self.engines.client(node)
                 container_id, channel = self._attached(engine, task_id, t0)
-            except (docker.errors.APIError, SandboxError):
+            except (docker.errors.APIError, SandboxError, _StartFailed):
                 touched[node] = engine
                 raise
             except Exception as exc:  # no answer from the node's engine at all
@@ -241,7 +259,7 @@ class SwarmBackend:
             t2 = time.monotonic()
         except Exception as exc:
             self.remove_sandbox(name, touched)
-            if isinstance(exc, (SandboxError, _Unreachable)):
+            if isinstance(exc, (SandboxError, _Unreachable, _StartFailed)):
                 raise
             raise SandboxError(f"The trial's swarm service could not start: {exc}") from exc
         timings = {"create": t1 - t0, "place": t2 - t1}
@@ -357,7 +375,13 @@ class SwarmBackend:
                     )
                 except docker.errors.NotFound:
                     continue  # the node replaced it (a failed first try): look again
-                return str(found["Id"]), AttachChannel(sock)
+                channel = AttachChannel(sock)
+                try:
+                    self._started(engine, str(found["Id"]), t0)
+                except BaseException:
+                    channel.close()
+                    raise
+                return str(found["Id"]), channel
             for task in self.swarm.tasks(filters={"id": task_id}):
                 status = task.get("Status", {})
                 if status.get("State") in _ENDED:
@@ -368,6 +392,27 @@ class SwarmBackend:
                 raise SandboxError(
                     f"The trial's node made no container in {self.settings.place_timeout_s:g} s "
                     "(is the image's pull stuck? see `docker service ps`)."
+                )
+            time.sleep(_POLL_S)
+
+    def _started(self, engine: docker.DockerClient, container_id: str, t0: float) -> None:
+        """Return once the attached container has started. Attaching comes first so that
+        nothing the worker writes is missed; a start that fails shows only here, as Docker's
+        own error on a container that never ran."""
+        while True:
+            try:
+                state = engine.api.inspect_container(container_id)["State"]
+            except docker.errors.NotFound as exc:
+                raise _StartFailed("its container was removed before it started") from exc
+            # A failed start leaves the container `created` (or `exited`) with Docker's error.
+            if state.get("Error") and not state.get("Running"):
+                raise _StartFailed(str(state["Error"]))
+            if state.get("Status") != "created":
+                return
+            if time.monotonic() - t0 > self.settings.place_timeout_s:
+                raise SandboxError(
+                    f"The trial's container was made but not started in "
+                    f"{self.settings.place_timeout_s:g} s (see `docker service ps`)."
                 )
             time.sleep(_POLL_S)
 
