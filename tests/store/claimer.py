@@ -1,5 +1,5 @@
 """One claiming process for tests/store/test_claim_processes.py: the scheduler's real claim
-against a shared database, as fast as it can go, until nothing is queued.
+against a shared database, pausing 10 ms between claims, until nothing is queued.
 
     python -m tests.store.claimer URL OWNER GO_FILE
 
@@ -37,6 +37,10 @@ def main(url: str, owner: str, go_file: str) -> int:
             print(trial_id, flush=True)
         for trial_id in claimed:
             scheduler.record(trial_id, TrialRecord(trial_id, TrialResult("passed", score=1.0)))
+        # A real scheduler runs its trials between claims. Without any pause, SQLite's busy
+        # handler (which sleeps the waiting process while this one commits again) can starve
+        # the other claimer for the whole run: CI once saw 0 claims against 120.
+        time.sleep(0.01)
         if not claimed:
             with sessions() as session:
                 queued = session.scalar(
