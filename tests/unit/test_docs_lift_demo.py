@@ -8,7 +8,6 @@ workspace, with the faux model; only the system prompt differs between the two a
 from __future__ import annotations
 
 import ast
-import os
 import re
 import sys
 from pathlib import Path
@@ -16,12 +15,9 @@ from pathlib import Path
 import pytest
 
 import evals.docs_lift_demo as demo
-from sandbox.agent import AgentState, run_agent
-from sandbox.faux import FauxModel
-from sandbox.protocol import Event, ToolResultEvent
+from sandbox.protocol import ToolResultEvent
 from sandbox.suite import AgentRun, Case, cases_of
-from sandbox.tools import DEFAULT_TOOLS, select_tools
-from sandbox.tools.base import ToolContext
+from tests.agent_runs import play as play_script
 
 DOCS_DIR = Path(demo.__file__).resolve().parent / "docs" / "docs_lift_demo"
 RULES = "<rules>\nYou are an agent working on one task in the directory /workspace.\n</rules>"
@@ -52,28 +48,13 @@ def play(case: Case, script: str, system: str, workspace: Path) -> AgentRun:
             target.write_bytes(content)
         else:
             target.write_text(content)
-    ctx = ToolContext(
-        workspace=workspace,
-        timeout_s=10.0,
-        output_limit=100_000,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
-    events: list[Event] = []
-    state = AgentState()
-    run_agent(
-        FauxModel(case.scripts[script]),
-        system=system,
-        prompts=case.prompts,
-        tools=select_tools(case.tools or DEFAULT_TOOLS),
-        ctx=ctx,
-        max_turns=20,
-        emit=events.append,
-        state=state,
+    run = play_script(
+        case.scripts[script], workspace, system=system, prompts=case.prompts, tools=case.tools
     )
     # A script whose tool call failed would prove nothing about the judges.
-    errors = [e.error for e in events if isinstance(e, ToolResultEvent) and e.error]
+    errors = [e.error for e in run.events if isinstance(e, ToolResultEvent) and e.error]
     assert not errors, f"{case.id}/{script}: tool errors {errors}"
-    return AgentRun(state.final_text, workspace, tuple(events))
+    return run
 
 
 def scores(case: Case, run: AgentRun) -> dict[str, tuple[float, str]]:

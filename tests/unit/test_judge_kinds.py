@@ -6,7 +6,6 @@ temporary workspace, so the judges read the transcript and the files our code pr
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,10 +13,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import faux
-from sandbox.agent import AgentState, run_agent
-from sandbox.faux import FauxModel, FauxStep
+from sandbox.faux import FauxStep
 from sandbox.matchers import regex, satisfies
-from sandbox.protocol import Event
 from sandbox.structured import (
     FactError,
     answer_json,
@@ -27,8 +24,6 @@ from sandbox.structured import (
     file_json_matches,
 )
 from sandbox.suite import AgentRun, Case, Judge, Weighted, combine
-from sandbox.tools import DEFAULT_TOOLS, select_tools
-from sandbox.tools.base import ToolContext
 from sandbox.trace_judges import (
     call,
     no_tool_errors,
@@ -36,6 +31,7 @@ from sandbox.trace_judges import (
     tool_called,
     tool_sequence,
 )
+from tests.agent_runs import play as play_script
 
 
 def play(
@@ -43,24 +39,9 @@ def play(
 ) -> AgentRun:
     for name, content in (files or {}).items():
         (tmp_path / name).write_text(content)
-    events: list[Event] = []
-    state = AgentState()
-    run_agent(
-        FauxModel(list(script)),
-        system="<rules>\nwork in /workspace\n</rules>",
-        prompts=["do the task"],
-        tools=select_tools(list(DEFAULT_TOOLS)),
-        ctx=ToolContext(
-            workspace=tmp_path,
-            timeout_s=10.0,
-            output_limit=100_000,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        ),
-        max_turns=20,
-        emit=events.append,
-        state=state,
+    return play_script(
+        script, tmp_path, system="<rules>\nwork in /workspace\n</rules>", prompts=["do the task"]
     )
-    return AgentRun(state.final_text, tmp_path, tuple(events))
 
 
 WORK = [

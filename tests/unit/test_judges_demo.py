@@ -3,19 +3,14 @@ tools, then the case's judges and its rule, as the worker combines them."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 import evals.judges_demo as demo
-from sandbox.agent import AgentState, run_agent
-from sandbox.faux import FauxModel
-from sandbox.protocol import Event
 from sandbox.simulated import parse_grader
 from sandbox.suite import AgentRun, Case, ModelClient, cases_of, combine
-from sandbox.tools import DEFAULT_TOOLS, select_tools
-from sandbox.tools.base import ToolContext
+from tests.agent_runs import play
 
 CASES = {case.id: case for case in cases_of(demo)}
 # The simulated grader, in-process here; in a job it answers in the control plane.
@@ -27,24 +22,14 @@ def judged(
 ) -> tuple[dict[str, float], float, bool]:
     for name, content in case.files.items():
         (workspace / name).write_text(str(content))
-    events: list[Event] = []
-    state = AgentState()
-    run_agent(
-        FauxModel(case.scripts[script]),
+    run = play(
+        case.scripts[script],
+        workspace,
         system="<rules>\nwork in /workspace\n</rules>",
         prompts=case.prompts,
-        tools=select_tools(list(case.tools or DEFAULT_TOOLS)),
-        ctx=ToolContext(
-            workspace=workspace,
-            timeout_s=10.0,
-            output_limit=100_000,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        ),
-        max_turns=20,
-        emit=events.append,
-        state=state,
+        tools=case.tools,
+        judge_model=judge_model,
     )
-    run = AgentRun(state.final_text, workspace, tuple(events), judge_model=judge_model)
     scores = {judge.name: judge.score(run)[0] for judge in case.judges}
     return scores, *combine(list(scores.items()), case.scoring)
 
