@@ -25,7 +25,6 @@ from service.store.reports import (
     judge_counts,
     judge_rubrics,
     limits_by_attempt,
-    limits_hit,
     models_returned,
     outcome_columns,
     report_columns,
@@ -110,15 +109,13 @@ def _build_job_report(session: Session, job: Job) -> tuple[Report, bool]:
     compared = spec.baseline is not None and len(spec.arms) > 1
     kept = tallies.read(session, job.id)
     returned: list[str] | None = None
-    if compared:
-        # A comparison reads every trial's telemetry; only limits_hit needs decoding.
-        read = report_columns(session, job.id)
-        columns = Columns.of({**read, "limits_hit": [limits_hit(t) for t in read["limits_hit"]]})
+    if compared:  # a comparison reads every trial's telemetry
+        columns = Columns.of(report_columns(session, job.id))
     else:
         columns = Columns.of(outcome_columns(session, job.id))
-        if limits := limits_by_attempt(session, job.id):
-            columns = dataclasses.replace(columns, limits_hit=_rows_of(columns, limits))
         returned = models_returned(session, job.id) if kept is None else tallies.models_of(kept)
+    if limits := limits_by_attempt(session, job.id):
+        columns = dataclasses.replace(columns, limits_hit=_rows_of(columns, limits))
     report = build_report(
         job_facts(
             job,

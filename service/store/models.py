@@ -28,6 +28,10 @@ from service.domain.status import TrialStatus
 # those past it, and a query that names this very condition may read it.
 CHANGED_SINCE_PLANNED = "changed > 0"
 HAS_IMAGE = "image IS NOT NULL"
+# A trial that hit a limit: nearly none do, and their `limits_hit` is JSON "[]" (or null).
+# Written as the query writes it, term for term, so that SQLite's planner may read
+# ix_trials_limits for it (it matches a partial index's terms literally, never a parameter).
+HIT_A_LIMIT = "limits_hit IS NOT NULL AND CAST(limits_hit AS TEXT) NOT IN ('[]', 'null')"
 
 # Ids of tables that grow with every trial. A box can outlive PostgreSQL's 32-bit serial
 # (2**31 events); SQLite's INTEGER PRIMARY KEY is 64-bit already, and only that exact
@@ -187,6 +191,16 @@ class Trial(Base):
             "image_digest",
             sqlite_where=text(HAS_IMAGE),
             postgresql_where=text(HAS_IMAGE),
+        ),
+        # Only trials that hit a limit: a report reads them without a pass over every row.
+        Index(
+            "ix_trials_limits",
+            "job_id",
+            "variant",
+            "order",
+            "attempt",
+            sqlite_where=text(HIT_A_LIMIT),
+            postgresql_where=text(HIT_A_LIMIT),
         ),
         # Only trials that changed since they were planned: the event stream's reads
         # (`trials.started_trials`), and none of a new job's queued rows.

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import JSON, Float, Select, Text, case, cast, func, or_, select, true
+from sqlalchemy import text as sql_text
 from sqlalchemy.orm import Session, aliased
 
 from service.report.outcomes import COUNTED_AS_FAILED
-from service.store.models import Event, Trial
+from service.store.models import HIT_A_LIMIT, Event, Trial
 
 # The columns of `report_rows`, in order; `report.from_store` maps them onto its TrialFacts.
 REPORT_COLUMNS = (
@@ -61,10 +62,14 @@ _OUTCOMES = (
 OUTCOME_COLUMNS = REPORT_COLUMNS[:8]
 
 
+# What `report_columns` reads: the rare limits hit come apart (`limits_by_attempt`).
+_READ_COLUMNS = tuple(name for name in REPORT_COLUMNS if name != "limits_hit")
+
+
 def report_columns(session: Session, job_id: str) -> dict[str, Sequence[Any]]:
-    """Every attempt of the job's trials as REPORT_COLUMNS, by name: `latency_s` is the
-    agent's run time and `limits_hit` is JSON text (decode it with `limits_hit`)."""
-    return _columns(session, _report_query(job_id), REPORT_COLUMNS)
+    """Every attempt of the job's trials as REPORT_COLUMNS but `limits_hit`, by name:
+    `latency_s` is the agent's run time."""
+    return _columns(session, _report_query(job_id), _READ_COLUMNS)
 
 
 def outcome_columns(session: Session, job_id: str) -> dict[str, Sequence[Any]]:
@@ -98,8 +103,6 @@ def _report_query(job_id: str) -> Select[*tuple[Any, ...]]:
         Trial.tool_calls,
         Trial.timings["run_agent"].as_float(),
         Trial.system_prompt_sha256,
-        # As text: nearly every trial's is "[]", which is then not decoded at all.
-        cast(Trial.limits_hit, Text),
         Trial.usage["cost_usd"].as_float(),
     ).where(Trial.job_id == job_id)
 
@@ -114,10 +117,9 @@ def models_returned(session: Session, job_id: str) -> list[str]:
 
 def limits_by_attempt(session: Session, job_id: str) -> dict[tuple[str, int, int], tuple[str, ...]]:
     """(variant, order, attempt) -> the limits hit, for the job's trials that hit any."""
-    text = cast(Trial.limits_hit, Text)
     rows = session.execute(
-        select(Trial.variant, Trial.order, Trial.attempt, text).where(
-            Trial.job_id == job_id, text != "[]", text != "null"
+        select(Trial.variant, Trial.order, Trial.attempt, cast(Trial.limits_hit, Text)).where(
+            Trial.job_id == job_id, sql_text(HIT_A_LIMIT)
         )
     )
     found = {(variant, order, attempt): limits_hit(hit) for variant, order, attempt, hit in rows}
@@ -125,8 +127,7 @@ def limits_by_attempt(session: Session, job_id: str) -> dict[tuple[str, int, int
 
 
 def limits_hit(text: str | None) -> tuple[str, ...]:
-    """A trial's `limits_hit` from `report_rows`' JSON text: the usual empty list is not
-    decoded."""
+    """A trial's `limits_hit` from its JSON text: the usual empty list is not decoded."""
     if text is None or text == "[]":
         return ()
     return tuple(json.loads(text) or ())

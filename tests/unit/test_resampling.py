@@ -44,11 +44,19 @@ def test_vectorised_means_equal_the_definition_to_the_last_bit(seed: int) -> Non
     assert got[1] == reference_means(lifts, seed=seed, resamples=resamples)
 
 
-def test_blocks_of_resamples_do_not_change_the_draws(monkeypatch: pytest.MonkeyPatch) -> None:
-    column = [(i % 3, 3) for i in range(50)]
-    whole = resampling.mean_distributions([column], version=2, seed=3, resamples=100)
+@pytest.mark.parametrize("n", [49, 50])
+def test_blocks_of_resamples_do_not_change_the_draws(
+    monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
+    """A block of resamples is drawn in one call, and gives what a call per resample gives:
+    with an odd number of cases too, where each resample ends on half a 64-bit output."""
+    column = [(i % 3, 3) for i in range(n)]
+    [whole] = resampling.mean_distributions([column], version=2, seed=3, resamples=100)
+    assert whole == reference_means(column, seed=3, resamples=100)
     monkeypatch.setattr(resampling, "_BLOCK_VALUES", 120)  # blocks of 2 resamples
-    assert resampling.mean_distributions([column], version=2, seed=3, resamples=100) == whole
+    assert resampling.mean_distributions([column], version=2, seed=3, resamples=100) == [whole]
+    monkeypatch.setattr(resampling, "_BLOCK_VALUES", 1)  # a call per resample
+    assert resampling.mean_distributions([column], version=2, seed=3, resamples=100) == [whole]
 
 
 def test_denominators_past_exact_floats_fall_back_to_per_case_floats() -> None:
