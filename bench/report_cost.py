@@ -187,7 +187,7 @@ def _trial(
     elif rng.random() < 0.02:
         error_kind = rng.choice(["timeout", "agent_error", "provider_error", "limit_exceeded"])
     outcome = "error" if error_kind else ("passed" if rng.random() < p else "failed")
-    return {
+    row = {
         "id": f"trial-{rng.getrandbits(64):016x}",
         "job_id": job,
         "case_id": case,
@@ -239,6 +239,12 @@ def _trial(
         "owner": "bench",
         "wall_s": rng.uniform(1, 300),
     }
+    # The columns the store keeps of usage and timings as it records a result.
+    row["input_tokens"] = row["usage"]["input_tokens"]
+    row["output_tokens"] = row["usage"]["output_tokens"]
+    row["latency_s"] = row["timings"]["run_agent"]
+    row["cost_usd"] = row["usage"]["cost_usd"]
+    return row
 
 
 # --- a side: one process, its tree's service, answering requests on stdin ----------------

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy.orm import Session
 
+from service.cycles import collector_paused
 from service.domain.job_spec import JobSpec
 from service.domain.status import JobStatus, TrialStatus
 from service.report.build import JobFacts, TrialFacts, build_report
@@ -59,8 +60,9 @@ def job_report(session: Session, job: Job) -> Report:
         if cached is not None:
             _REPORTS.move_to_end(key)
             return cached
-    report, settled = _build_job_report(session, job)
-    report = with_agreement(session, job.id, report)
+    with collector_paused():
+        report, settled = _build_job_report(session, job)
+        report = with_agreement(session, job.id, report)
     final = job.status == JobStatus.FINISHED or (job.status == JobStatus.CANCELLED and settled)
     if key[2] is not None or final:
         with _reports_lock:
@@ -108,12 +110,10 @@ def _build_job_report(session: Session, job: Job) -> tuple[Report, bool]:
     spec = JobSpec.model_validate(job.spec)
     compared = spec.baseline is not None and len(spec.arms) > 1
     kept = tallies.read(session, job.id)
-    returned: list[str] | None = None
-    if compared:  # a comparison reads every trial's telemetry
-        columns = Columns.of(report_columns(session, job.id))
-    else:
-        columns = Columns.of(outcome_columns(session, job.id))
-        returned = models_returned(session, job.id) if kept is None else tallies.models_of(kept)
+    # A comparison reads every trial's telemetry too.
+    read = report_columns if compared else outcome_columns
+    columns = Columns.of(read(session, job.id))
+    returned = models_returned(session, job.id) if kept is None else tallies.models_of(kept)
     if limits := limits_by_attempt(session, job.id):
         columns = dataclasses.replace(columns, limits_hit=_rows_of(columns, limits))
     report = build_report(

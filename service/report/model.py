@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, WithJsonSchema, with_config
+from typing_extensions import TypedDict
 
 from service.domain.status import JobStatus
 from service.report.agreement_model import Agreement
@@ -162,7 +163,12 @@ class ArmTotals(_Part):
     cost_usd: Total | TotalUnavailable
 
 
-class PairOrder(_Part):
+@with_config(ConfigDict(extra="forbid"))
+class PairOrder(TypedDict):
+    """Which arm ran first in one pair. A dict, not a model: a docs-lift report holds one per
+    (case, round), and 50,000 models cost a large report more than its bootstrap. Like the
+    models, read it and never change it (reports are cached and shared)."""
+
     case: str
     round: int
     first: str | None

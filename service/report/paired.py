@@ -679,7 +679,7 @@ def _order(
     first = np.where(both, np.where(base_first, 0, 1), -1).tolist()
     names = (arms[0], arms[1], None)
     return [
-        PairOrder(case=case, round=round_, first=names[first[i * rounds + round_ - 1]])
+        {"case": case, "round": round_, "first": names[first[i * rounds + round_ - 1]]}
         for i, case in enumerate(cases)
         for round_ in range(1, rounds + 1)
     ]

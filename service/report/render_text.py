@@ -166,7 +166,7 @@ def comparison_lines(comparison: Comparison) -> list[str]:
 
     by_round: dict[int, dict[str | None, int]] = defaultdict(lambda: defaultdict(int))
     for row in comparison.order:
-        by_round[row.round][row.first] += 1
+        by_round[row["round"]][row["first"]] += 1
     if by_round:
         rounds_text = []
         for round_, firsts in sorted(by_round.items()):

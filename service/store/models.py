@@ -32,6 +32,7 @@ HAS_IMAGE = "image IS NOT NULL"
 # Written as the query writes it, term for term, so that SQLite's planner may read
 # ix_trials_limits for it (it matches a partial index's terms literally, never a parameter).
 HIT_A_LIMIT = "limits_hit IS NOT NULL AND CAST(limits_hit AS TEXT) NOT IN ('[]', 'null')"
+FINISHED = "status = 'finished'"
 
 # Ids of tables that grow with every trial. A box can outlive PostgreSQL's 32-bit serial
 # (2**31 events); SQLite's INTEGER PRIMARY KEY is 64-bit already, and only that exact
@@ -192,6 +193,32 @@ class Trial(Base):
             sqlite_where=text(HAS_IMAGE),
             postgresql_where=text(HAS_IMAGE),
         ),
+        # What a comparison's report reads of every finished trial (its outcome and
+        # telemetry), so that it reads this index, not the wide rows. Only finished trials:
+        # a job's planned (queued) rows, inserted by the thousand, add no entry. `status`
+        # is a column too, for SQLite takes a partial index as covering only when it holds
+        # the columns of the query's own condition.
+        Index(
+            "ix_trials_compared",
+            "job_id",
+            "variant",
+            "order",
+            "attempt",
+            "case_id",
+            "round",
+            "status",
+            "outcome",
+            "error_kind",
+            "model_returned",
+            "tool_calls",
+            "system_prompt_sha256",
+            "input_tokens",
+            "output_tokens",
+            "latency_s",
+            "cost_usd",
+            sqlite_where=text(FINISHED),
+            postgresql_where=text(FINISHED),
+        ),
         # Only trials that hit a limit: a report reads them without a pass over every row.
         Index(
             "ix_trials_limits",
@@ -248,6 +275,13 @@ class Trial(Base):
     image_digest: Mapped[str | None] = mapped_column(String(100))
     # The job's change marker (`JobCounts.version`) when this row last changed status.
     changed: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # The agent's telemetry a comparison's report reads of every trial, kept as columns
+    # (ix_trials_compared holds them) beside the JSON they come from: `usage`'s tokens and
+    # cost, and `timings`' run_agent (the agent's run time).
+    input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    output_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    latency_s: Mapped[float | None] = mapped_column(Float)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
 
 
 def new_trial_id() -> str:

@@ -2,8 +2,9 @@
 
 A report needs a dozen columns of every trial, never the whole rows: loading ORM objects
 (judges, final text, every timing) and decoding their JSON would be most of the cost of a
-large job's report. So `report_rows` selects only those columns, with the few JSON fields it
-needs extracted by the database (`->>` and CAST on PostgreSQL, JSON_EXTRACT on SQLite).
+large job's report. So `report_columns` selects only those columns, from an index that
+holds them (ix_trials_compared): the telemetry it needs of the JSON is kept in columns of
+its own as each result is stored.
 
 A job without a comparison needs no telemetry at all: `outcome_rows` reads the first eight
 columns alone, from the index that holds them (`ix_trials_report`), not from the rows, and
@@ -22,7 +23,7 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.orm import Session, aliased
 
 from service.report.outcomes import COUNTED_AS_FAILED
-from service.store.models import HIT_A_LIMIT, Event, Trial
+from service.store.models import FINISHED, HIT_A_LIMIT, Event, Trial
 
 # The columns of `report_rows`, in order; `report.from_store` maps them onto its TrialFacts.
 REPORT_COLUMNS = (
@@ -62,14 +63,26 @@ _OUTCOMES = (
 OUTCOME_COLUMNS = REPORT_COLUMNS[:8]
 
 
-# What `report_columns` reads: the rare limits hit come apart (`limits_by_attempt`).
-_READ_COLUMNS = tuple(name for name in REPORT_COLUMNS if name != "limits_hit")
+# What `report_columns` reads: the rare limits hit (`limits_by_attempt`) and the models
+# returned (`models_returned`, or the job's tallies) come apart.
+_READ_COLUMNS = tuple(
+    name for name in REPORT_COLUMNS if name not in ("limits_hit", "model_returned")
+)
 
 
 def report_columns(session: Session, job_id: str) -> dict[str, Sequence[Any]]:
-    """Every attempt of the job's trials as REPORT_COLUMNS but `limits_hit`, by name:
-    `latency_s` is the agent's run time."""
-    return _columns(session, _report_query(job_id), _READ_COLUMNS)
+    """Every attempt of the job's trials as REPORT_COLUMNS but `limits_hit` and
+    `model_returned`, by name: `latency_s` is the agent's run time.
+
+    Finished trials, nearly all of a job a report is asked for, are read from the index
+    that holds these columns (ix_trials_compared, which holds only them), the others from
+    their rows."""
+    query = _report_query(job_id)
+    finished = _columns(session, query.where(sql_text(FINISHED)), _READ_COLUMNS)
+    others = _columns(session, query.where(sql_text(f"NOT ({FINISHED})")), _READ_COLUMNS)
+    if not others[_READ_COLUMNS[0]]:
+        return finished
+    return {name: (*finished[name], *others[name]) for name in _READ_COLUMNS}
 
 
 def outcome_columns(session: Session, job_id: str) -> dict[str, Sequence[Any]]:
@@ -83,8 +96,7 @@ def _columns(
     # SQLAlchemy runs the statement (its parameters bound as it binds them) and the
     # driver's cursor gives the rows: plain tuples, without the Row objects and their
     # processing, which cost about as much as the query itself for 100,000 rows. No column
-    # needs a result conversion: they are text and numbers, the JSON fields extracted and
-    # cast by the database.
+    # needs a result conversion: they are text and numbers.
     result = session.connection().execute(query)
     try:
         rows = result.cursor.fetchall()
@@ -97,13 +109,12 @@ def _columns(
 def _report_query(job_id: str) -> Select[*tuple[Any, ...]]:
     return select(
         *_OUTCOMES,
-        Trial.model_returned,
-        Trial.usage["input_tokens"].as_integer(),
-        Trial.usage["output_tokens"].as_integer(),
+        Trial.input_tokens,
+        Trial.output_tokens,
         Trial.tool_calls,
-        Trial.timings["run_agent"].as_float(),
+        Trial.latency_s,
         Trial.system_prompt_sha256,
-        Trial.usage["cost_usd"].as_float(),
+        Trial.cost_usd,
     ).where(Trial.job_id == job_id)
 
 

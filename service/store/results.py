@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -57,6 +58,11 @@ def record_result(
             trial.usage["judge"] = judge_usage  # the judge model's, apart from the agent's
         trial.judges = [dataclasses.asdict(j) for j in result.judges]
         trial.timings = result.timings
+        # What a comparison's report reads of the JSON above, as columns it reads by index.
+        trial.input_tokens = _count(result.usage.input_tokens)
+        trial.output_tokens = _count(result.usage.output_tokens)
+        trial.latency_s = _number(result.timings.get("run_agent"))
+        trial.cost_usd = _number(cost_usd)
         trial.final_text = result.final_text
         trial.system_prompt_sha256 = result.system_prompt_sha256
         trial.limits_hit = result.limits_hit
@@ -76,6 +82,21 @@ def record_result(
             )
         _after(session, trial, job)
         return job.id
+
+
+def _count(value: Any) -> int | None:
+    """A token count as a BIGINT column can hold it, else None (not a measurement)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        return None
+    return value
+
+
+def _number(value: Any) -> float | None:
+    """A number as a float column holds it, else None: the JSON column writes a NaN or an
+    infinity as null too."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def record_infra_error(

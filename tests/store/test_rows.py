@@ -177,6 +177,9 @@ def test_json_text_and_bytes_round_trip(
     }
     # Not a number is not JSON: stored as null on both, where PostgreSQL would refuse it.
     assert trial.timings == {"run_agent": 1.25, "judge": 0.001, "bad": None}
+    # What a comparison's report reads of that JSON, kept as columns beside it.
+    telemetry = (trial.input_tokens, trial.output_tokens, trial.latency_s, trial.cost_usd)
+    assert telemetry == (1234, 56, 1.25, 0.000123)
     assert trial.limits_hit == ["pids", "disk:/workspace"]
     assert (trial.model_returned, trial.score, trial.wall_s) == (ODD, 0.5, 2.5)
     # PostgreSQL's text cannot hold NUL; JSON strings can, escaped.
@@ -281,6 +284,24 @@ def test_the_report_from_rows_is_the_same_on_both(
     assert (variants["with_docs"]["attempts"], variants["with_docs"]["retried_attempts"]) == (13, 1)
     [comparison] = report["comparisons"]
     assert comparison["pairs_eligible"] == 12 and comparison["headline"] is not None
+    # The telemetry comes from the columns kept with each result: each arm's totals are
+    # what its trials' results said, by the rule above (a timeout and the retried infra
+    # error measured no tokens; every result timed its agent, the infra error's too).
+    cells = [(case, round_) for case in range(len(SMOKE)) for round_ in (1, 2, 3)]
+    rules = {
+        "with_docs": [OUTCOMES[0 if (case + round_) % 4 else 1] for case, round_ in cells],
+        "without_docs": [OUTCOMES[(case * round_) % 3] for case, round_ in cells],
+    }
+    runs = {cell: 1.0 + cell[0] / 4 + cell[1] / 8 for cell in cells}
+    for arm, results in rules.items():
+        totals = comparison["totals"][arm]
+        usages = [r.usage for r in results if r.outcome != "error"]
+        assert totals["tokens"]["total"] == sum(u.input_tokens + u.output_tokens for u in usages)
+    assert comparison["totals"]["without_docs"]["latency_s"]["total"] == pytest.approx(
+        sum(runs.values())
+    )
+    retried_run = comparison["totals"]["with_docs"]["latency_s"]["total"] - sum(runs.values())
+    assert any(retried_run == pytest.approx(run) for run in runs.values())
 
 
 def test_a_team_sees_its_own_jobs_and_an_admin_every_teams(

@@ -11,7 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Connection, Engine, inspect, text
 
 from service.store.db import MIGRATIONS, make_engine, migrate
 from service.store.models import Base
@@ -138,6 +138,25 @@ def test_0008_marks_existing_suites_python_and_adds_what_environments_need(
         engine.dispose()
 
 
+def _store_a_running_job(connection: Connection, *, planned: int) -> None:
+    """A suite and a running job 'job-1' of it, as an older revision's tables hold them."""
+    connection.execute(
+        text(
+            "INSERT INTO suites (sha256, name, source, created_at) "
+            "VALUES ('ab', 'smoke', 'CASES = []', '2024-01-01 00:00:00')"
+        )
+    )
+    connection.execute(
+        text(
+            "INSERT INTO jobs (id, status, suite_sha256, suite_name, spec, rounds, "
+            "seed, max_infra_retries, planned, image, service_version, created_at) "
+            "VALUES ('job-1', 'running', 'ab', 'smoke', '{}', 1, 0, 1, :planned, 'img', "
+            "'t', '2024-01-01 00:00:00')"
+        ),
+        {"planned": planned},
+    )
+
+
 def test_0010_counts_the_existing_jobs_by_their_latest_attempts(database_url: str) -> None:
     """A store at 0009 with a job whose trials include a retried attempt: 0010 counts it as
     the API used to count its trials, marks every trial unchanged since (0), and down again
@@ -152,20 +171,7 @@ def test_0010_counts_the_existing_jobs_by_their_latest_attempts(database_url: st
         with engine.begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "0009")
-            connection.execute(
-                text(
-                    "INSERT INTO suites (sha256, name, source, created_at) "
-                    "VALUES ('ab', 'smoke', 'CASES = []', '2024-01-01 00:00:00')"
-                )
-            )
-            connection.execute(
-                text(
-                    "INSERT INTO jobs (id, status, suite_sha256, suite_name, spec, rounds, "
-                    "seed, max_infra_retries, planned, image, service_version, created_at) "
-                    "VALUES ('job-1', 'running', 'ab', 'smoke', '{}', 1, 0, 1, 4, 'img', "
-                    "'t', '2024-01-01 00:00:00')"
-                )
-            )
+            _store_a_running_job(connection, planned=4)
             for values in (
                 ("t1", 0, 1, "finished", "error"),  # retried:
                 ("t2", 0, 2, "finished", "passed"),  # its latest attempt passed
@@ -196,5 +202,59 @@ def test_0010_counts_the_existing_jobs_by_their_latest_attempts(database_url: st
         assert "changed" not in {c["name"] for c in inspect(engine).get_columns("trials")}
         with engine.connect() as connection:
             assert connection.execute(text("SELECT COUNT(*) FROM trials")).scalar_one() == 6
+    finally:
+        engine.dispose()
+
+
+def test_0015_fills_the_telemetry_columns_from_the_json_and_indexes_finished_trials(
+    database_url: str,
+) -> None:
+    """A store at 0014 with finished trials whose telemetry is only in `usage` and
+    `timings` JSON: 0015 copies it into the columns a comparison's report reads (as the
+    report read it from the JSON), a trial without it stays empty, and down again drops
+    the columns and the index."""
+    engine = make_engine(database_url)
+    config = _config()
+    trial = (
+        'INSERT INTO trials (id, job_id, case_id, variant, round, "order", attempt, status, '
+        "outcome, usage, timings) VALUES (:id, 'job-1', 'c', 'v', 1, :order, 1, :status, "
+        ":outcome, :usage, :timings)"
+    )
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0014")
+            _store_a_running_job(connection, planned=3)
+            usage = '{"input_tokens": 1200, "output_tokens": 34, "requests": 2, "cost_usd": 0.5}'
+            for values in (
+                ("t1", 0, "finished", "passed", usage, '{"run_agent": 2.25, "judge": 0.01}'),
+                ("t2", 1, "finished", "error", None, None),  # an infra error: nothing measured
+                ("t3", 2, "queued", None, None, None),
+            ):
+                keys = ("id", "order", "status", "outcome", "usage", "timings")
+                connection.execute(text(trial), dict(zip(keys, values, strict=True)))
+            command.upgrade(config, "0015")
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT id, input_tokens, output_tokens, latency_s, cost_usd FROM trials "
+                    "ORDER BY id"
+                )
+            ).all()
+        assert [tuple(row) for row in rows] == [
+            ("t1", 1200, 34, 2.25, 0.5),
+            ("t2", None, None, None, None),
+            ("t3", None, None, None, None),
+        ]
+        assert "ix_trials_compared" in {i["name"] for i in inspect(engine).get_indexes("trials")}
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0014")
+        columns = {c["name"] for c in inspect(engine).get_columns("trials")}
+        assert not {"input_tokens", "output_tokens", "latency_s", "cost_usd"} & columns
+        indexes = {i["name"] for i in inspect(engine).get_indexes("trials")}
+        assert "ix_trials_compared" not in indexes
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT COUNT(*) FROM trials")).scalar_one() == 3
     finally:
         engine.dispose()
