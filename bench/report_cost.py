@@ -10,8 +10,9 @@ trials/rounds cases (so cases grow with the job, and so does the work of the boo
 2000 resamples of cases), or with `--cases`, that many cases and trials/cases rounds.
 Outcomes are drawn per case from a spread of difficulties, with a few errors and retries,
 and usage, timings and judges like a real trial's; the jobs record `--bootstrap` as their
-bootstrap version (2, numpy's, by default). With `--paired`, each job is a docs-lift design
-(two arms, so the paired comparison runs too). The jobs are the same in every run (fixed
+bootstrap version (3 by default; 2 to time a checkout from before version 3 beside this
+one). With `--paired`, each job is a docs-lift design (two arms, so the paired comparison
+runs too). The jobs are the same in every run (fixed
 seeds and ids). `--db PATH` keeps the store: a job already in it is not written again, so
 a 1M-trial job is stored once (the load drops the trials' indexes and builds them after).
 
@@ -62,7 +63,7 @@ def populate(
     rounds: int,
     paired: bool,
     cases_count: int | None = None,
-    bootstrap: int = 2,
+    bootstrap: int = 3,
 ) -> bool:
     """Store the job unless the store holds it; whether it was written."""
     from sqlalchemy import insert, text
@@ -350,8 +351,9 @@ def main() -> int:
     parser.add_argument(
         "--bootstrap",
         type=int,
-        default=2,
-        help="the jobs' bootstrap version (service/report/resampling.py; 1 = before numpy)",
+        default=3,
+        help="the jobs' bootstrap version (service/report/resampling.py; 1 = before numpy; "
+        "2 beside a checkout from before version 3)",
     )
     parser.add_argument("--db", help="a SQLite file to keep the jobs in (default: a temporary one)")
     parser.add_argument("--baseline", help="a checkout whose service is timed beside this one")

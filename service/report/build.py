@@ -135,14 +135,14 @@ def _per_case(cases: Sequence[str], tallies: Sequence[tuple[int, int]], k: int) 
             (whole - math.comb(n - c, k)) / whole if whole else None,
         )
     return [
-        CaseRow(
-            case=case_id,
-            n=n,
-            passes=c,
-            pass_at_1=rates[(n, c)][0],
-            pass_hat_k=rates[(n, c)][1],
-            pass_at_k=rates[(n, c)][2],
-        )
+        {
+            "case": case_id,
+            "n": n,
+            "passes": c,
+            "pass_at_1": rates[(n, c)][0],
+            "pass_hat_k": rates[(n, c)][1],
+            "pass_at_k": rates[(n, c)][2],
+        }
         for case_id, (n, c) in zip(cases, tallies, strict=True)
     ]
 
@@ -217,7 +217,7 @@ def build_report(
     }
     names = sorted(first_case, key=lambda name: (first_case[name], name))
     # Every bootstrap of the report runs in one batch: with version 2, columns over the same
-    # cases (the arms' pass@1, the lift) share one draw matrix.
+    # cases (the arms' pass@1, the lift) share one draw matrix; version 3 counts values.
     batch = resampling.Batch(job.bootstrap, job.seed, DEFAULT_RESAMPLES)
     all_finals = columns.finals  # by variant, then order
     planned = []

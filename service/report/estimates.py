@@ -1,8 +1,8 @@
 """Pass rates and their uncertainty, computed from scored trials grouped by case.
 
 Pure functions over plain data: no I/O, no database. The bootstrap's draws come from
-`resampling`, by method version (version 1 is the standard library's, version 2 numpy's,
-vectorised). The case is the unit throughout: a case with ten trials is still one
+`resampling`, by method version (version 1 is the standard library's, versions 2 and 3
+numpy's, vectorised). The case is the unit throughout: a case with ten trials is still one
 case, so intervals and standard errors resample or cluster by case, never by trial.
 
 For case i with n_i scored trials and c_i passes (DESIGN.md, "Statistics"):
@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
+import sys
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
 
@@ -151,8 +153,47 @@ def stderr_of_case_values(values: Sequence[float]) -> float | None:
     """
     if len(values) < 2:
         return None
-    # statistics.stdev works on exact fractions internally: no cancellation error.
-    return statistics.stdev(values) / math.sqrt(len(values))
+    return _exact_stdev(values) / math.sqrt(len(values))
+
+
+def _exact_stdev(values: Sequence[float]) -> float:
+    """`statistics.stdev(values)` to the bit, from each distinct value once: the cases of a
+    report take few distinct values (a pass rate over k rounds one of k + 1), and stdev
+    converted all 10,000 of a large report's to fractions.
+
+    As stdev does: the sum and the sum of squares exactly, as integers over each value's
+    power-of-two denominator, the sample variance as one fraction, and its square root
+    correctly rounded, so there is no cancellation error and one float is the answer."""
+    sx: dict[int, int] = defaultdict(int)
+    sxx: dict[int, int] = defaultdict(int)
+    for value, count in Counter(values).items():
+        numerator, denominator = value.as_integer_ratio()
+        sx[denominator] += count * numerator
+        sxx[denominator] += count * numerator * numerator
+    n = len(values)
+    total = sum((Fraction(num, den) for den, num in sx.items()), Fraction(0))
+    squares = sum((Fraction(num, den * den) for den, num in sxx.items()), Fraction(0))
+    variance = (n * squares - total * total) / n / (n - 1)
+    return _sqrt_of_fraction(variance.numerator, variance.denominator)
+
+
+# Bits of the integer square root worked out before rounding to a float: twice the float's
+# 53 and 3 more, so that round-to-odd then rounds to nearest correctly (statistics' own).
+_SQRT_BITS = 2 * sys.float_info.mant_dig + 3
+
+
+def _sqrt_of_fraction(n: int, m: int) -> float:
+    """sqrt(n / m) as the nearest float, as statistics computes it (bugs.python.org/msg407078):
+    an integer square root rounded to odd, scaled by a power of two, converted once."""
+    q = (n.bit_length() - m.bit_length() - _SQRT_BITS) // 2
+    if q >= 0:
+        return (_isqrt_of_fraction_to_odd(n, m << 2 * q) << q) / 1
+    return _isqrt_of_fraction_to_odd(n << -2 * q, m) / (1 << -q)
+
+
+def _isqrt_of_fraction_to_odd(n: int, m: int) -> int:
+    root = math.isqrt(n // m)
+    return root | (root * root * m != n)
 
 
 def clustered_stderr(cases: CaseOutcomes) -> float | None:

@@ -57,7 +57,11 @@ class Outcomes(_Part):
     retried_attempts: int
 
 
-class CaseRow(_Part):
+@with_config(ConfigDict(extra="forbid"))
+class CaseRow(TypedDict):
+    """One case's rates in a variant. A dict, not a model, as `PairOrder` is: a report holds
+    one per case and variant. Read it and never change it."""
+
     case: str
     n: int
     passes: int

@@ -442,8 +442,9 @@ def plan_compare(
     finals: Ints | None = None,
 ) -> Callable[[], Comparison]:
     """`compare` in two steps: everything but the lift's bootstrap, which it adds to
-    `batch` (with version 2, so the arms' rates and the lift share their draws where they
-    resample the same cases); the function it returns makes the comparison once the batch
+    `batch` (with version 2 the arms' rates and the lift share their draws where they
+    resample the same cases; version 3 counts each column's values with a generator of its
+    own); the function it returns makes the comparison once the batch
     has run. The arguments are `compare`'s, checked there; `finals` are the rows of `table`
     that are final attempts (all of them when None), and `attempts` every attempt (the
     final ones when None)."""

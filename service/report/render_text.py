@@ -61,10 +61,10 @@ def _variant_lines(variant: VariantReport, k: int, unpaired: bool) -> list[str]:
         lines.append(f"  limits hit {hits}")
     lines += ["", f"  {'case':<28} {'n':>3} {'pass':>4}  pass@1" + (f"  pass^{k}" if k > 1 else "")]
     for row in variant.cases:
-        one = "  n/a" if row.pass_at_1 is None else f"{100 * row.pass_at_1:5.0f}%"
-        line = f"  {row.case:<28} {row.n:>3} {row.passes:>4}  {one}"
+        one = "  n/a" if row["pass_at_1"] is None else f"{100 * row['pass_at_1']:5.0f}%"
+        line = f"  {row['case']:<28} {row['n']:>3} {row['passes']:>4}  {one}"
         if k > 1:
-            hat = "  n/a" if row.pass_hat_k is None else f"{100 * row.pass_hat_k:5.0f}%"
+            hat = "  n/a" if row["pass_hat_k"] is None else f"{100 * row['pass_hat_k']:5.0f}%"
             line += f"  {hat}"
         lines.append(line)
     if variant.judges:

@@ -14,29 +14,45 @@ names the version.
   (`bincount`), and every statistic over the same cases is one integer product of that
   count matrix with the cases' values, so the arms' rates and the paired lift share one
   draw matrix where their case sets agree.
+- Version 3: a column of few distinct values (16 d <= n for d distinct values over n
+  cases, as every report's columns are: a case's pass@1 over k rounds takes one of k + 1
+  values) is resampled as the counts of its distinct values: resample r is the r-th row of
+  `Generator(PCG64(seed)).multinomial(n, m / n, size=resamples)`, m the number of cases
+  holding each distinct value, values ascending, a generator of its own per column. How
+  often a resample picks each value is all its mean depends on, and those counts are
+  exactly multinomial, so this is the same case bootstrap in distribution, at a cost of d
+  rather than n per resample (2,000 resamples of 10,000 cases: about 2 ms against 120). A
+  column of many distinct values is drawn as version 2 draws it.
 
-Both compute a resample's mean exactly where they can: each case's value is a fraction,
-scaled to the column's common denominator, so the mean of a resample is an integer over an
-integer, rounded once (`estimates._exact_mean`). Version 2 sums integers (held in float64)
-and divides once, exact while every sum stays under 2**53 (checked; else the per-case floats are
-summed, which only denominators with a common multiple past 2**53 / n need).
+Every version computes a resample's mean exactly where it can: each case's value is a
+fraction, scaled to the column's common denominator, so the mean of a resample is an integer
+over an integer, rounded once (`estimates._exact_mean`). Versions 2 and 3 sum integers (held
+in float64) and divide once, exact while every sum stays under 2**53 (checked; else the
+per-case floats are summed, which only denominators with a common multiple past 2**53 / n
+need).
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 V1 = 1
 V2 = 2
-CURRENT = V2
-VERSIONS = (V1, V2)
+V3 = 3
+CURRENT = V3
+VERSIONS = (V1, V2, V3)
 
 GENERATORS = {
     V1: "random.Random(seed).choices(range(n), k=n) per resample (Python's Mersenne Twister)",
     V2: "numpy.random.Generator(PCG64(seed)).integers(0, n, size=n) per resample",
+    V3: (
+        "numpy.random.Generator(PCG64(seed)).multinomial(n, m / n) per resample over a "
+        "column's d distinct values where 16 d <= n, else as version 2"
+    ),
 }
 
 # Values of one block of resamples held at once (draws and counts, 8 bytes each, 2 MiB
@@ -44,6 +60,9 @@ GENERATORS = {
 # and leave the resident set alone.
 _BLOCK_VALUES = 1 << 18
 _EXACT = 1 << 53
+# Version 3 counts distinct values where 16 d <= n: a multinomial draw costs about 16 times
+# an integer draw per value (numpy 2.4: 115 against 6 ns), so below this it is the cheaper.
+_FEW = 16
 
 Fractions = Sequence[tuple[int, int]]
 """The per-case values of one statistic, (numerator, denominator), cases in id order."""
@@ -77,6 +96,8 @@ def case_resamples_v2(n: int, *, seed: int, resamples: int) -> Iterator[list[int
 
 
 def picks(version: int, n: int, *, seed: int, resamples: int) -> Iterator[list[int]]:
+    """The indices each resample picks, for a statistic that sees cases rather than values:
+    to version 3 every case is distinct (d = n), so it draws as version 2."""
     if version == V1:
         return case_resamples(n, seed=seed, resamples=resamples)
     return case_resamples_v2(n, seed=seed, resamples=resamples)
@@ -97,7 +118,9 @@ def mean_distributions(
         raise ValueError("every column of one bootstrap must hold the same cases")
     if version == V1:
         return _v1(columns, seed=seed, resamples=resamples)
-    return _v2(columns, seed=seed, resamples=resamples)
+    if version == V2:
+        return _v2(columns, seed=seed, resamples=resamples)
+    return _v3(columns, seed=seed, resamples=resamples)
 
 
 def _v1(columns: Sequence[Fractions], *, seed: int, resamples: int) -> list[list[float]]:
@@ -153,6 +176,36 @@ def _v2(columns: Sequence[Fractions], *, seed: int, resamples: int) -> list[list
                 sums[start : start + rows, j] = values[j][drawn].sum(axis=1)
     means = sums / divisors
     return [means[:, j].tolist() for j in range(m)]
+
+
+def _v3(columns: Sequence[Fractions], *, seed: int, resamples: int) -> list[list[float]]:
+    import numpy as np
+
+    n = len(columns[0])
+    distributions: list[list[float] | None] = [None] * len(columns)
+    many: list[int] = []
+    for j, column in enumerate(columns):
+        numerators, denominator = _scaled(column)
+        tally = Counter(numerators)
+        exact = max(map(abs, tally)) * n < _EXACT and denominator < _EXACT
+        if not exact or _FEW * len(tally) > n:
+            many.append(j)
+            continue
+        # Its own generator: a column's interval does not depend on which others the
+        # report resamples beside it.
+        rng = np.random.Generator(np.random.PCG64(seed))
+        values = sorted(tally)
+        holding = np.array([tally[value] for value in values], dtype=np.float64)
+        counts = rng.multinomial(n, holding / n, size=resamples)
+        # Integers as float64, as in version 2: each sum is an integer below 2**53, exact.
+        sums = counts.astype(np.float64) @ np.array(values, dtype=np.float64)
+        distributions[j] = (sums / float(denominator)).tolist()
+    if many:
+        # Version 2's draws for these: shared, they are what each column would draw alone.
+        drawn = _v2([columns[j] for j in many], seed=seed, resamples=resamples)
+        for j, distribution in zip(many, drawn, strict=True):
+            distributions[j] = distribution
+    return [d for d in distributions if d is not None]
 
 
 @dataclass

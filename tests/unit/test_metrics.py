@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import random
+import statistics
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from service.report.estimates import (
     pass_at_1,
     pass_at_k,
     pass_hat_k,
+    stderr_of_case_values,
     summarize,
     wilson_interval,
 )
@@ -183,6 +185,22 @@ def test_clustered_stderr_is_the_sem_of_per_case_means() -> None:
     means = [sum(t) / len(t) for t in cases.values() if t]
     se = clustered_stderr(cases)
     assert se == pytest.approx(float(scipy.stats.sem(means, ddof=1)), rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_clustered_stderr_is_statistics_stdev_to_the_bit(seed: int) -> None:
+    """The stderr's stdev counts each distinct value once; it must be the standard library's
+    exact, correctly rounded stdev to the last bit, over pass rates, wide-ranging floats and
+    extremes."""
+    rng = random.Random(seed)
+    for design in range(300):
+        n, k = rng.randint(2, 300), rng.randint(1, 12)
+        values = [
+            [rng.randint(0, k) / k for _ in range(n)],
+            [rng.random() * 10 ** rng.randint(-8, 8) for _ in range(n)],
+            [rng.choice([0.0, 1.0, 1 / 3, 2 / 3, 1e-300, 1e300]) for _ in range(n)],
+        ][design % 3]
+        assert stderr_of_case_values(values) == statistics.stdev(values) / math.sqrt(n)
 
 
 def test_clustered_stderr_equals_millers_formula_with_small_sample_factor() -> None:
