@@ -225,15 +225,14 @@ class Columns:
     def telemetry(self) -> dict[str, Measured]:
         """Each telemetry of `model.TELEMETRY`, from the columns read."""
         read = {name: _measured(values) for name, values in self.telemetry_values.items()}
-        n = len(self)
-        nothing = _measured([None] * n)
+        if len(read) < len(_TELEMETRY_FIELDS):
+            nothing = _measured([None] * len(self))
+            read = {name: read.get(name, nothing) for name in _TELEMETRY_FIELDS}
         return {
-            "tokens": _tokens(
-                read.get("input_tokens", nothing), read.get("output_tokens", nothing)
-            ),
-            "tool_calls": read.get("tool_calls", nothing),
-            "latency_s": read.get("latency_s", nothing),
-            "cost_usd": read.get("cost_usd", nothing),
+            "tokens": _tokens(read["input_tokens"], read["output_tokens"]),
+            "tool_calls": read["tool_calls"],
+            "latency_s": read["latency_s"],
+            "cost_usd": read["cost_usd"],
         }
 
     def models(self) -> list[str]:
