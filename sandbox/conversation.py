@@ -10,12 +10,16 @@ from sandbox.protocol import ErrorKind, ToolCall, Usage
 
 @dataclass(frozen=True)
 class UserMessage:
+    """A user turn of the conversation: the case's prompt, or a later step of it."""
+
     content: str
     role: Literal["user"] = "user"
 
 
 @dataclass(frozen=True)
 class AssistantMessage:
+    """The model's turn: its text and the tools it asked to call."""
+
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     stop_reason: str = "stop"
@@ -24,6 +28,8 @@ class AssistantMessage:
 
 @dataclass(frozen=True)
 class ToolResultMessage:
+    """What one tool call gave back, answered to the model by its call's id."""
+
     tool_call_id: str
     name: str
     content: str
@@ -45,6 +51,8 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class ModelRequest:
+    """One request to a model: the system prompt, the conversation so far, the tools."""
+
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()

@@ -29,6 +29,8 @@ from sandbox.protocol import ToolCall, Usage
 
 @dataclass(frozen=True)
 class FauxReply:
+    """One scripted reply of a faux model: text, tool calls, or an error to raise."""
+
     text: str = ""
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     stop_reason: str | None = None

@@ -38,6 +38,8 @@ def _full(path: str) -> bool:
 
 @dataclass(frozen=True)
 class LimitSnapshot:
+    """The cgroup's counts of refused forks and OOM kills at one moment."""
+
     pid_refusals: int
     oom_kills: int
 

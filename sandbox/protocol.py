@@ -106,6 +106,8 @@ class ModelRef:
 
 @dataclass(frozen=True)
 class Limits:
+    """A trial's limits: turns, tool time and output, and what judges may read."""
+
     max_turns: int = 50
     tool_timeout_s: float = 60.0
     tool_output_bytes: int = 64 * 1024
@@ -122,6 +124,8 @@ class Limits:
 
 @dataclass(frozen=True)
 class RunSpec:
+    """Everything one trial runs on: the suite, the case, the model and its limits."""
+
     trial_id: str
     suite: SuiteBundle
     case_id: str
@@ -155,6 +159,8 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class RunRequest:
+    """The control plane's request to run one trial."""
+
     spec: RunSpec
     type: Literal["run"] = "run"
     protocol: int = PROTOCOL_VERSION
@@ -162,6 +168,8 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class ListCasesRequest:
+    """The control plane's request for a suite's cases."""
+
     suite: SuiteBundle
     type: Literal["list_cases"] = "list_cases"
     protocol: int = PROTOCOL_VERSION
@@ -172,6 +180,8 @@ class ListCasesRequest:
 
 @dataclass(frozen=True)
 class ToolCall:
+    """One tool call the model asked for."""
+
     id: str
     name: str
     arguments: dict[str, Any]
@@ -179,6 +189,8 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
+    """What a model call or a trial used: tokens, requests, prompt-cache reads and writes."""
+
     # All prompt tokens, cached or not (OpenAI's prompt_tokens), so input + output is the
     # whole traffic; the cache counts below are the parts of input_tokens the provider
     # read from or wrote to its prompt cache, priced at their own rates.
@@ -200,6 +212,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class MessageEvent:
+    """A message of the transcript, the user's or the model's."""
+
     role: Literal["user", "assistant"]
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -211,6 +225,8 @@ class MessageEvent:
 
 @dataclass(frozen=True)
 class ToolCallEvent:
+    """A tool call of the transcript, as the model asked for it."""
+
     id: str
     name: str
     arguments: dict[str, Any]
@@ -219,6 +235,8 @@ class ToolCallEvent:
 
 @dataclass(frozen=True)
 class ToolResultEvent:
+    """A tool's result in the transcript, or its error."""
+
     tool_call_id: str
     name: str
     content: str
@@ -228,6 +246,8 @@ class ToolResultEvent:
 
 @dataclass(frozen=True)
 class LifecycleEvent:
+    """A step of the worker in the transcript (started, judged, ...)."""
+
     step: str
     detail: str = ""
     type: Literal["lifecycle"] = "lifecycle"
@@ -241,6 +261,8 @@ Event = MessageEvent | ToolCallEvent | ToolResultEvent | LifecycleEvent
 
 @dataclass(frozen=True)
 class JudgeScore:
+    """One judge's score of the trial, with its detail."""
+
     name: str
     score: float
     detail: str = ""
@@ -250,6 +272,8 @@ class JudgeScore:
 
 @dataclass(frozen=True)
 class TrialResult:
+    """How the trial ended: its outcome, scores, usage and timings."""
+
     outcome: Outcome
     score: float | None = None
     error_kind: ErrorKind | None = None
@@ -272,6 +296,8 @@ class TrialResult:
 
 @dataclass(frozen=True)
 class CaseInfo:
+    """A case of a suite as the control plane lists it."""
+
     id: str
     metadata: dict[str, Any] = field(default_factory=dict)
     # Names of the case's faux scripts, so a submission can check `faux/NAME` up front.
@@ -282,12 +308,16 @@ class CaseInfo:
 
 @dataclass(frozen=True)
 class StepMessage:
+    """The worker reached a step of its start (the control plane times them)."""
+
     step: str
     type: Literal["step"] = "step"
 
 
 @dataclass(frozen=True)
 class EventMessage:
+    """One event of the transcript, numbered."""
+
     seq: int
     event: Event
     type: Literal["event"] = "event"
@@ -295,6 +325,8 @@ class EventMessage:
 
 @dataclass(frozen=True)
 class ArtifactMessage:
+    """A file the trial left, base64 with its digest."""
+
     name: str
     content_b64: str
     sha256: str
@@ -304,12 +336,16 @@ class ArtifactMessage:
 
 @dataclass(frozen=True)
 class ResultMessage:
+    """The trial's result: the worker's last message."""
+
     result: TrialResult
     type: Literal["result"] = "result"
 
 
 @dataclass(frozen=True)
 class CasesMessage:
+    """A suite's cases, or why they could not be listed."""
+
     cases: list[CaseInfo]
     error: str | None = None
     type: Literal["cases"] = "cases"

@@ -38,6 +38,8 @@ class ModelCallMessage:
 
 @dataclass(frozen=True)
 class ReplyError:
+    """Why the control plane's relay gave no model reply, as it said."""
+
     kind: ReplyErrorKind
     message: str
 

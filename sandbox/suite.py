@@ -23,6 +23,13 @@ class ModelClient(Protocol):
     def complete(self, request: ModelRequest) -> AssistantTurn: ...
 
 
+class JudgeModelError(Exception):
+    """The judge model gave no answer (provider error, budget, transport): judge_error.
+
+    Here rather than in `graded`, its client's module, so that the worker can catch it
+    without importing the client at every trial's start."""
+
+
 @dataclass(frozen=True)
 class AgentRun:
     """What a judge sees: the final answer, the transcript and the live workspace."""
@@ -66,6 +73,8 @@ JudgeResult = bool | float | tuple[float, str]
 
 @dataclass(frozen=True)
 class Judge:
+    """A named check of an agent's run that scores it in [0, 1]."""
+
     name: str
     fn: Callable[[AgentRun], JudgeResult]
     # A model-graded judge's rubric, by its hash: the report's record names it.
@@ -192,6 +201,8 @@ class Environment:
 
 @dataclass(frozen=True)
 class Case:
+    """One task of a suite: its input, files, judges and tools."""
+
     id: str
     # A prompt, or a list of prompts sent one after another as steps.
     input: str | Sequence[str]

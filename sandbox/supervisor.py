@@ -25,10 +25,9 @@ import os
 import signal
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from sandbox import limits, privilege, workspace
 from sandbox.channel import Channel
@@ -50,7 +49,9 @@ from sandbox.protocol import (
     encode,
     jsonable,
 )
-from sandbox.relay import ModelReplyMessage, ReplyError, ReplyErrorKind, decode_call
+
+if TYPE_CHECKING:
+    from sandbox.relay import ModelReplyMessage, ReplyErrorKind
 
 # Steps during which the agent's processes exist and may have ended the worker.
 AGENT_STEPS = frozenset({"run_agent", "judge"})
@@ -160,6 +161,7 @@ class _Direct:
 
     def answer(self, message: dict[str, Any]) -> ModelReplyMessage:
         from sandbox.conversation import ProviderError
+        from sandbox.relay import ModelReplyMessage, ReplyError, decode_call
 
         call_id = str(message.get("id", ""))
         try:
@@ -319,6 +321,8 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
             channel.detach()
             run_child(Channel(write_fd, os.fdopen(child_in, "rb")))
         except BaseException:
+            import traceback  # only on this failure: not at every trial's start
+
             traceback.print_exc()
             code = 70
         finally:

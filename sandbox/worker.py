@@ -16,12 +16,34 @@ anything else (sandbox/confine.py); every later process inherits both.
 
 from __future__ import annotations
 
+import gc
+
+from sandbox import lazy
+
+# Before `dataclasses` and `linecache` import them (sandbox/lazy.py): no class of the start
+# needs `inspect`, and the suite's lines go into linecache's cache without `tokenize`, which
+# compiles its patterns as it loads. Where they are loaded already (a test, the control
+# plane) this does nothing.
+lazy.defer("inspect")
+lazy.defer("tokenize")
+if __name__ == "__main__":
+    # Nothing the start's imports create is garbage, so the collector's passes over their
+    # objects are wasted; `main` turns it on again once they are done.
+    gc.disable()
+
 import dataclasses
+
+from sandbox import dataclass_code
+
+# Before any module of the start makes its dataclasses: their methods' code was compiled
+# when the image was built (sandbox/dataclass_code.py). Without the image's store (a test,
+# the control plane) this does nothing.
+dataclass_code.install(dataclasses)
+
 import json
 import os
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -41,8 +63,7 @@ from sandbox import (
 from sandbox.agent import AgentFailure, AgentState, run_agent
 from sandbox.channel import Channel
 from sandbox.conversation import ProviderError
-from sandbox.graded import JudgeModelClient, JudgeModelError
-from sandbox.model_choice import resolve_model
+from sandbox.model_choice import Model, resolve_model
 from sandbox.prompt import PromptMismatch, build_system_prompt, prompt_sha256, verify_prompt
 from sandbox.protocol import (
     SANDBOX_GID,
@@ -61,8 +82,7 @@ from sandbox.protocol import (
     StepMessage,
     TrialResult,
 )
-from sandbox.relay import RelayModel
-from sandbox.suite import AgentRun, Case, cases_of, combine, find_case
+from sandbox.suite import AgentRun, Case, JudgeModelError, cases_of, combine, find_case
 from sandbox.supervisor import supervise
 from sandbox.tools import DEFAULT_TOOLS, select_tools
 from sandbox.tools.base import ToolContext
@@ -379,7 +399,7 @@ class Worker:
                 round_=spec.round,
                 variant=spec.variant,
                 # Relayed or direct alike: the supervisor or the control plane holds the key.
-                remote=lambda name: RelayModel(name, self.channel.send, self.channel.receive_line),
+                remote=self._relayed,
             )
             self.emit(LifecycleEvent(step="model", detail=f"{spec.model}: {how}"))
             names = spec.tools if spec.tools is not None else (case.tools or DEFAULT_TOOLS)
@@ -433,6 +453,12 @@ class Worker:
             return _Ran((exc.kind, exc.message), prompt_hash)
         return _Ran(None, prompt_hash)
 
+    def _relayed(self, name: str) -> Model:
+        # Only trials whose model is relayed import the relay.
+        from sandbox.relay import RelayModel
+
+        return RelayModel(name, self.channel.send, self.channel.receive_line)
+
     def judge(self, spec: RunSpec, case: Case, state: AgentState) -> list[JudgeScore]:
         """Step 9: every judge's score, or _JudgeFailed.
 
@@ -441,16 +467,20 @@ class Worker:
         to make the trial unscored, so a judge that raises fails the trial instead, and says
         so, as does one that returns no valid score. judge_error stays for faults of the
         judging itself, never for what the agent controls."""
+        judge_model = None
+        if spec.judge_model is not None:
+            # Only jobs with a judge model import its client.
+            from sandbox.graded import JudgeModelClient
+
+            judge_model = JudgeModelClient(
+                str(spec.judge_model), self.channel.send, self.channel.receive_line
+            )
         run = AgentRun(
             state.final_text,
             Path(WORKSPACE_DIR),
             tuple(self.events),
             read_limit=spec.limits.judge_read_bytes,
-            judge_model=JudgeModelClient(
-                str(spec.judge_model), self.channel.send, self.channel.receive_line
-            )
-            if spec.judge_model is not None
-            else None,
+            judge_model=judge_model,
         )
         scores: list[JudgeScore] = []
         for item in case.judges:
@@ -505,6 +535,9 @@ def _jsonable(value: dict[str, object]) -> dict[str, object]:
 
 
 def main() -> int:
+    # The start's objects live as long as the process: kept out of the collector's passes.
+    gc.freeze()
+    gc.enable()
     channel = Channel.take_stdio()
     worker = Worker(channel)
     worker.timings["imports"] = round(time.monotonic() - sandbox.STARTED, 6)
@@ -515,6 +548,8 @@ def main() -> int:
         # and a non-zero exit. The root supervisor reports the death (supervisor.py,
         # `death_result`): an agent_error during the agent's or judges' steps, else a
         # sandbox_error.
+        import traceback
+
         traceback.print_exc()
         return 70
     finally:

@@ -14,6 +14,8 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class ToolContext:
+    """What a tool runs with: the workspace, its time and output limits, its environment."""
+
     workspace: Path
     timeout_s: float
     output_limit: int
@@ -23,6 +25,8 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class Tool:
+    """A tool the agent may call: its name, description, argument schema and function."""
+
     name: str
     description: str
     # JSON schema of the arguments object, as sent to the model.

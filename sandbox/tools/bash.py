@@ -10,14 +10,15 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
-import selectors
 import signal
-import subprocess
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandbox.tools.base import Tool, ToolContext, ToolError, optional_number, required_str
+
+if TYPE_CHECKING:
+    import subprocess
 
 # The shell first volunteers to be the kernel's first OOM victim, and everything the
 # command starts inherits that, so a memory hog dies before the worker does. Raising
@@ -112,6 +113,8 @@ def _reap_group(pgid: int) -> None:
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the command's whole process group, again and again while members remain:
     a fork bomb can create new members between two kills."""
+    import subprocess
+
     pgid = process.pid  # start_new_session made the shell its group's leader
     deadline = time.monotonic() + _KILL_PATIENCE_S
     delay = 0.001
@@ -133,6 +136,10 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
 
 def _execute(command: str, ctx: ToolContext, timeout: float) -> tuple[int, _Capture, bool]:
     """Run the command; (exit status, captured output, whether it timed out)."""
+    # Imported by the trials that run a command, not at every worker's start.
+    import selectors
+    import subprocess
+
     try:
         process = subprocess.Popen(
             ["/bin/sh", "-c", _LAUNCHER, "bash", command],

@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Only some trials need these: self-confinement and the network cut (Swarm: socket), task trials
 # (their built-in agents, the verifier), external agents (their HTTP endpoint), the
-# simulated model, direct credentials (the provider clients); and OpenSSL (sandbox/digests.py).
+# simulated model, direct credentials (the provider clients), a relayed model, a judge
+# model, a command run by the bash tool (subprocess, selectors), a failure's traceback; and
+# OpenSSL (sandbox/digests.py). `inspect` (with ast, dis, tokenize) is deferred
+# (sandbox/lazy.py) and no class of the start needs it.
 ONLY_SOME_TRIALS = (
     "sandbox.seccomp_filter",
     "sandbox.syscalls",
@@ -33,18 +36,29 @@ ONLY_SOME_TRIALS = (
     "hashlib",
     "_hashlib",
     "socket",
+    "sandbox.relay",
+    "sandbox.graded",
+    "subprocess",
+    "selectors",
+    "traceback",
+    "inspect",
+    "ast",
+    "dis",
+    "tokenize",
 )
 
 
 def modules_at_start() -> set[str]:
-    """The modules loaded by importing the worker as its container starts it (-S -P)."""
+    """The modules loaded by importing the worker as its container starts it (-S -P); a
+    deferred module counts once it has been used."""
     done = subprocess.run(
         [
             sys.executable,
             "-S",
             "-P",
             "-c",
-            "import json, sys; import sandbox.worker; print(json.dumps(sorted(sys.modules)))",
+            "import json, sys; import sandbox.worker; from sandbox import lazy; "
+            "print(json.dumps(sorted(name for name in sys.modules if lazy.loaded(name))))",
         ],
         capture_output=True,
         text=True,
