@@ -21,8 +21,11 @@ COPY sandbox /opt/examhall/sandbox
 # Fail here, with the reason, rather than at the first trial if the base's Python is too old.
 # Bytecode is compiled now because nothing may write it at run time (the code is read-only and
 # PYTHONDONTWRITEBYTECODE is set), and every trial would otherwise pay for compiling it again.
+# The code of the dataclasses' methods is compiled now too, for the same reason
+# (sandbox/dataclass_code.py), by the interpreter that will run it.
 # The code stays root-owned and unwritable by anyone else, so an agent cannot patch its harness.
 RUN python3 -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 'examhall: the sandbox needs python3 >= 3.11, the base image has ' + sys.version)" \
  && python3 -m compileall -q /opt/examhall/sandbox \
+ && python3 -P -S -m sandbox.dataclass_code \
  && chmod -R a+rX,go-w /opt/examhall \
  && python3 -c "import sandbox"

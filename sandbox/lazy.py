@@ -21,7 +21,10 @@ import sys
 import types
 from typing import Any
 
-_loading = _thread.allocate_lock()
+# Held while a deferred module's code runs. Reentrant: that code (or a module it imports)
+# may read the module's own names before they are defined, as during any import.
+_loading = _thread.RLock()
+_running: set[str] = set()
 
 
 class _Deferred(types.ModuleType):
@@ -31,12 +34,25 @@ class _Deferred(types.ModuleType):
         # Only names the module lacks come here: `__spec__`, `__name__` and the other
         # import attributes are set, so `import` and `from` statements do not load it.
         with _loading:
-            if type(self) is _Deferred:
-                self.__class__ = types.ModuleType  # type: ignore[assignment]  # a plain module from now on
+            # Another thread may have loaded it while this one waited; the thread that is
+            # running its code reads what is defined so far, as a circular import would.
+            if type(self) is _Deferred and self.__name__ not in _running:
                 spec = self.__spec__
                 assert spec is not None and spec.loader is not None
-                spec.loader.exec_module(self)
-        return getattr(self, name)
+                _running.add(self.__name__)
+                try:
+                    spec.loader.exec_module(self)
+                finally:
+                    _running.discard(self.__name__)
+                # A plain module from now on; only once its code has run, so that another
+                # thread never sees it half made (it waits on the lock above instead).
+                self.__class__ = types.ModuleType  # type: ignore[assignment]
+        return types.ModuleType.__getattribute__(self, name)
+
+    def __dir__(self) -> list[str]:
+        # dir() of the module lists the names its code defines.
+        self.__getattr__("__dict__")
+        return sorted(self.__dict__)
 
 
 def defer(name: str) -> None:

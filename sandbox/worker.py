@@ -32,6 +32,14 @@ if __name__ == "__main__":
     gc.disable()
 
 import dataclasses
+
+from sandbox import dataclass_code
+
+# Before any module of the start makes its dataclasses: their methods' code was compiled
+# when the image was built (sandbox/dataclass_code.py). Without the image's store (a test,
+# the control plane) this does nothing.
+dataclass_code.install(dataclasses)
+
 import json
 import os
 import sys

@@ -120,3 +120,25 @@ def test_sandbox_code_is_readable_but_not_writable(
     report = json.loads(_run_python(docker_client, sandbox_image, _PROBE_PERMISSIONS))
 
     assert report == {"writable": [], "unreadable": []}
+
+
+# As a trial's start imports the worker: with the image's store of dataclass methods, whose
+# sources must cover every one the start makes (sandbox/dataclass_code.py).
+_PROBE_DATACLASS_CODE = """
+import dataclasses, json
+from sandbox import dataclass_code
+installed = dataclass_code.install(dataclasses)
+compiled = []
+real = dataclass_code._compile
+dataclass_code._compile = lambda source: compiled.append(source) or real(source)
+import sandbox.worker
+print(json.dumps({"installed": installed, "compiled": len(compiled)}))
+"""
+
+
+def test_the_image_stores_the_start_s_dataclass_methods(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    report = json.loads(_run_python(docker_client, sandbox_image, _PROBE_DATACLASS_CODE))
+
+    assert report == {"installed": True, "compiled": 0}

@@ -89,3 +89,36 @@ def test_a_loaded_or_missing_module_is_left_as_it_is() -> None:
         "    'missing': missing}))\n"
     )
     assert got == {"json": True, "missing": "no_such_module_here"}
+
+
+def test_threads_that_use_a_deferred_module_at_once_all_see_it_whole() -> None:
+    # Whichever thread runs the module's code, the others wait for it rather than reading a
+    # module half made (an AttributeError for a name defined further down).
+    got = _run(
+        "import json, threading\n"
+        "from sandbox import lazy\n"
+        "lazy.defer('inspect')\n"
+        "import inspect\n"
+        "gate = threading.Barrier(8)\n"
+        "seen = []\n"
+        "def use():\n"
+        "    gate.wait()\n"
+        "    seen.append(inspect.getattr_static.__name__)\n"  # defined near the end
+        "threads = [threading.Thread(target=use) for _ in range(8)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join()\n"
+        "print(json.dumps({'seen': seen, 'dir': 'signature' in dir(inspect)}))\n"
+    )
+    assert got == {"seen": ["getattr_static"] * 8, "dir": True}
+
+
+def test_dir_of_a_deferred_module_loads_it() -> None:
+    got = _run(
+        "import json\n"
+        "from sandbox import lazy\n"
+        "lazy.defer('tokenize')\n"
+        "import tokenize\n"
+        "names = dir(tokenize)\n"
+        "print(json.dumps({'loaded': lazy.loaded('tokenize'), 'open': 'open' in names}))\n"
+    )
+    assert got == {"loaded": True, "open": True}
