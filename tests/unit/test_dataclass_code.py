@@ -4,12 +4,9 @@ Each case runs in a fresh interpreter, as the image's build and a trial's start 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh_python import run_fresh
 
 # Every method of every dataclass of the start's modules, as compiled code and annotations.
 _METHODS = (
@@ -33,21 +30,8 @@ _METHODS = (
 )
 
 
-def _run(code: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-S", "-P", "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT)},
-    )
-    result: dict[str, object] = json.loads(done.stdout)
-    return result
-
-
 def _write(store: Path) -> int:
-    got = _run(
+    got = run_fresh(
         "import json\n"
         "from pathlib import Path\n"
         "from sandbox import dataclass_code\n"
@@ -68,7 +52,7 @@ def _start(store: Path | None) -> dict[str, object]:
         if store is not None
         else "installed = False\n"
     )
-    return _run(
+    return run_fresh(
         _METHODS + install + "import json\n"
         "compiled = []\n"
         "if installed:\n"
@@ -99,7 +83,7 @@ def test_the_stored_methods_are_those_dataclasses_compiles_and_cover_the_start(
 def test_a_source_the_store_lacks_is_compiled_as_dataclasses_would(tmp_path: Path) -> None:
     store = tmp_path / "dataclass_code.marshal"
     _write(store)
-    got = _run(
+    got = run_fresh(
         "import dataclasses, json\n"
         "from pathlib import Path\n"
         "from sandbox import dataclass_code\n"
@@ -134,7 +118,7 @@ def test_a_store_of_another_interpreter_or_none_is_not_used(tmp_path: Path) -> N
     other.write_bytes(marshal.dumps({"key": "cpython-39 3.9.0 -O0", "codes": {}}))
     broken = tmp_path / "broken.marshal"
     broken.write_bytes(b"\x00not marshal")
-    got = _run(
+    got = run_fresh(
         "import dataclasses, json\n"
         "from pathlib import Path\n"
         "from sandbox import dataclass_code\n"

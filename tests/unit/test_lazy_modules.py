@@ -4,29 +4,11 @@ the module is not loaded yet."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run(code: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-S", "-P", "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT)},
-    )
-    result: dict[str, object] = json.loads(done.stdout)
-    return result
+from tests.fresh_python import run_fresh
 
 
 def test_a_deferred_module_loads_on_first_use_and_is_the_real_module() -> None:
-    got = _run(
+    got = run_fresh(
         "import json, sys\n"
         "from sandbox import lazy\n"
         "lazy.defer('inspect')\n"
@@ -55,7 +37,7 @@ def test_a_deferred_module_loads_on_first_use_and_is_the_real_module() -> None:
 
 
 def test_a_deferred_module_is_not_loaded_by_import_statements() -> None:
-    got = _run(
+    got = run_fresh(
         "import json, sys\n"
         "from sandbox import lazy\n"
         "lazy.defer('inspect')\n"
@@ -75,7 +57,7 @@ def test_a_deferred_module_is_not_loaded_by_import_statements() -> None:
 
 
 def test_a_loaded_or_missing_module_is_left_as_it_is() -> None:
-    got = _run(
+    got = run_fresh(
         "import json, sys, types\n"
         "from sandbox import lazy\n"
         "lazy.defer('json')\n"  # loaded already: untouched
@@ -94,7 +76,7 @@ def test_a_loaded_or_missing_module_is_left_as_it_is() -> None:
 def test_threads_that_use_a_deferred_module_at_once_all_see_it_whole() -> None:
     # Whichever thread runs the module's code, the others wait for it rather than reading a
     # module half made (an AttributeError for a name defined further down).
-    got = _run(
+    got = run_fresh(
         "import json, threading\n"
         "from sandbox import lazy\n"
         "lazy.defer('inspect')\n"
@@ -113,7 +95,7 @@ def test_threads_that_use_a_deferred_module_at_once_all_see_it_whole() -> None:
 
 
 def test_dir_of_a_deferred_module_loads_it() -> None:
-    got = _run(
+    got = run_fresh(
         "import json\n"
         "from sandbox import lazy\n"
         "lazy.defer('tokenize')\n"
