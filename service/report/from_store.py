@@ -110,9 +110,14 @@ def _build_job_report(session: Session, job: Job) -> tuple[Report, bool]:
     spec = JobSpec.model_validate(job.spec)
     compared = spec.baseline is not None and len(spec.arms) > 1
     kept = tallies.read(session, job.id)
-    # A comparison reads every trial's telemetry too.
-    read = report_columns if compared else outcome_columns
-    columns = Columns.of(read(session, job.id))
+    if compared:
+        # A comparison reads every trial's telemetry too. When nothing is queued or running
+        # nothing will be (a retry is queued by a running trial's end): every row finished.
+        kept_counts = counts.read(session, job.id)
+        settled = kept_counts is not None and not kept_counts.queued and not kept_counts.running
+        columns = Columns.of(report_columns(session, job.id, all_finished=settled))
+    else:
+        columns = Columns.of(outcome_columns(session, job.id))
     returned = models_returned(session, job.id) if kept is None else tallies.models_of(kept)
     if limits := limits_by_attempt(session, job.id):
         columns = dataclasses.replace(columns, limits_hit=_rows_of(columns, limits))

@@ -71,19 +71,24 @@ _READ_COLUMNS = tuple(
 )
 
 
-def report_columns(session: Session, job_id: str) -> dict[str, Sequence[Any]]:
+def report_columns(
+    session: Session, job_id: str, *, all_finished: bool = False
+) -> dict[str, Sequence[Any]]:
     """Every attempt of the job's trials as REPORT_COLUMNS but `limits_hit` and
     `model_returned`, by name: `latency_s` is the agent's run time.
 
     Finished trials, nearly all of a job a report is asked for, are read from the index
     that holds these columns (ix_trials_compared, which holds only them), the others from
-    their rows."""
+    their rows; `all_finished` (the job's kept counts say none is queued or running) skips
+    that pass over the job's rows, which no index holds."""
     # The finished trials' status is known: not read, it costs no string per row.
     unread = _READ_COLUMNS.index("status")
     read = (*_READ_COLUMNS[:unread], *_READ_COLUMNS[unread + 1 :])
     query = _report_query(job_id, status=False).where(sql_text(FINISHED))
     finished = _columns(session, query, read)
     finished["status"] = (TrialStatus.FINISHED.value,) * len(finished[read[0]])
+    if all_finished:
+        return {name: finished[name] for name in _READ_COLUMNS}
     query = _report_query(job_id).where(sql_text(f"NOT ({FINISHED})"))
     others = _columns(session, query, _READ_COLUMNS)
     if not others[_READ_COLUMNS[0]]:

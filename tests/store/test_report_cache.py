@@ -51,3 +51,30 @@ def test_a_cancelled_jobs_report_waits_for_its_running_trials(
     settled = _report(sessions, job.id)
     assert settled is not unsettled
     assert _report(sessions, job.id) is settled
+
+
+def test_a_running_comparisons_report_reads_its_queued_trials_too(
+    sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    """A comparison reads finished trials from their index, and the others from their rows
+    unless the job's kept counts say none is queued or running; while one is, its trials
+    count as not run, and once all have run the report has them all."""
+    job = submit(
+        sessions,
+        cases=["create-greeting"],
+        comparison="docs-lift",
+        docs={"files": {"README.md": "# Notes\n"}},
+    )
+    [(first, _)] = scheduler.claim(1)
+    scheduler.record(first, TrialRecord(first, TrialResult("passed", score=1.0)))
+    running = _report(sessions, job.id)
+    assert sum(v.outcomes.passed for v in running.variants) == 1
+    assert sum(v.outcomes.unfinished for v in running.variants) == 1
+    [(second, _)] = scheduler.claim(1)
+    scheduler.record(second, TrialRecord(second, TrialResult("failed", score=0.0)))
+    finished = _report(sessions, job.id)
+    assert sum(v.outcomes.unfinished for v in finished.variants) == 0
+    assert sorted((v.outcomes.passed, v.outcomes.failed) for v in finished.variants) == [
+        (0, 1),
+        (1, 0),
+    ]
