@@ -48,6 +48,8 @@ class Coded:
     def of(cls, column: Sequence[Any]) -> Coded:
         distinct = set(column)
         values = (None,) * (None in distinct) + tuple(sorted(distinct - {None}))
+        if len(values) == 1:  # a finished comparison's status, say: one text, code 0
+            return cls(values, np.zeros(len(column), dtype=np.int64))
         index = {value: code for code, value in enumerate(values)}
         codes = np.fromiter(map(index.__getitem__, column), dtype=np.int64, count=len(column))
         return cls(values, codes)

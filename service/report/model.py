@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, WithJsonSchema, with_config
+from pydantic import BaseModel, ConfigDict, SkipValidation, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
 from service.domain.status import JobStatus
@@ -87,7 +87,9 @@ class VariantReport(_Part):
     pass_at_k: MetricView
     scored_trials: int
     outcomes: Outcomes
-    cases: list[CaseRow]
+    # Built by `build` as the type says and not checked again: 10,000 rows of a large
+    # report cost more to validate than to make (tests check them, test_report_shape).
+    cases: SkipValidation[list[CaseRow]]
     # By judge name; empty while no scored trial has recorded a judge.
     judges: list[JudgeRate] = []
 
@@ -206,7 +208,8 @@ class Comparison(_Part):
     flaky_cases: FlakyCases
     deltas: Deltas
     totals: dict[str, ArmTotals]
-    order: list[PairOrder]
+    # As `cases`: one per (case, round), 50,000 in a large comparison, made by `paired`.
+    order: SkipValidation[list[PairOrder]]
     # The distinct system prompts each arm's final attempts saw: proof the arms differed.
     system_prompt_sha256: dict[str, list[str]]
 

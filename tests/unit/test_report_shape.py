@@ -4,9 +4,13 @@ forbidden), so the documented shape is the one the endpoint serves."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
 
 from service.report.build import JobFacts, TrialFacts, build_report
-from service.report.model import Report
+from service.report.model import CaseRow, PairOrder, Report
 from service.report.render_text import render_text
 
 
@@ -68,9 +72,31 @@ def test_published_and_withheld_reports_match_the_documented_schema() -> None:
         )
         parsed = Report.model_validate(report.model_dump(mode="json"))
         assert parsed == report
+        _check_unvalidated_rows(report.model_dump(mode="json"))
         comparison = parsed.comparisons[0]
         assert (comparison.headline is None) == blocked
         assert "pass@1" in render_text(report)
+
+
+def _check_unvalidated_rows(dumped: dict[str, Any]) -> None:
+    """The per-case rows and pair orders the model does not validate (it trusts `build`
+    and `paired` with them, for speed) have the documented shape all the same."""
+    for variant in dumped["variants"]:
+        TypeAdapter(list[CaseRow]).validate_python(variant["cases"], strict=True)
+        assert variant["cases"], "a variant of these jobs has cases"
+    for comparison in dumped["comparisons"]:
+        TypeAdapter(list[PairOrder]).validate_python(comparison["order"], strict=True)
+        assert comparison["order"], "a comparison of these jobs has pairs"
+
+
+def test_the_rows_check_refuses_a_row_of_another_shape() -> None:
+    report = build_report(
+        _job(), _trials(blocked=False), case_order=["a", "b"], generated_at=datetime(2026, 12, 2)
+    )
+    dumped = report.model_dump(mode="json")
+    dumped["comparisons"][0]["order"][0]["extra"] = 1
+    with pytest.raises(ValidationError):
+        _check_unvalidated_rows(dumped)
 
 
 def test_single_variant_report_matches_the_schema() -> None:
@@ -78,6 +104,7 @@ def test_single_variant_report_matches_the_schema() -> None:
     trials = [TrialFacts("a", "default", 1, 0, 1, "finished", "passed", None, None)]
     report = build_report(job, trials, case_order=["a"], generated_at=datetime(2026, 12, 2))
     assert Report.model_validate(report.model_dump(mode="json")) == report
+    _check_unvalidated_rows(report.model_dump(mode="json"))
     assert report.comparisons == []
 
 
