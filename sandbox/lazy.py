@@ -33,26 +33,31 @@ class _Deferred(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         # Only names the module lacks come here: `__spec__`, `__name__` and the other
         # import attributes are set, so `import` and `from` statements do not load it.
-        with _loading:
-            # Another thread may have loaded it while this one waited; the thread that is
-            # running its code reads what is defined so far, as a circular import would.
-            if type(self) is _Deferred and self.__name__ not in _running:
-                spec = self.__spec__
-                assert spec is not None and spec.loader is not None
-                _running.add(self.__name__)
-                try:
-                    spec.loader.exec_module(self)
-                finally:
-                    _running.discard(self.__name__)
-                # A plain module from now on; only once its code has run, so that another
-                # thread never sees it half made (it waits on the lock above instead).
-                self.__class__ = types.ModuleType  # type: ignore[assignment]
+        _run_code(self)
         return types.ModuleType.__getattribute__(self, name)
 
     def __dir__(self) -> list[str]:
         # dir() of the module lists the names its code defines.
-        self.__getattr__("__dict__")
+        _run_code(self)
         return sorted(self.__dict__)
+
+
+def _run_code(module: _Deferred) -> None:
+    """Run a deferred module's code in it, once, and make it a plain module."""
+    with _loading:
+        # Another thread may have loaded it while this one waited; the thread that is
+        # running its code reads what is defined so far, as a circular import would.
+        if type(module) is _Deferred and module.__name__ not in _running:
+            spec = module.__spec__
+            assert spec is not None and spec.loader is not None
+            _running.add(module.__name__)
+            try:
+                spec.loader.exec_module(module)
+            finally:
+                _running.discard(module.__name__)
+            # A plain module from now on; only once its code has run, so that another
+            # thread never sees it half made (it waits on the lock above instead).
+            module.__class__ = types.ModuleType  # type: ignore[assignment]
 
 
 def defer(name: str) -> None:

@@ -111,10 +111,10 @@ def _build_job_report(session: Session, job: Job) -> tuple[Report, bool]:
     compared = spec.baseline is not None and len(spec.arms) > 1
     kept = tallies.read(session, job.id)
     if compared:
-        # A comparison reads every trial's telemetry too. When nothing is queued or running
-        # nothing will be (a retry is queued by a running trial's end): every row finished.
+        # A comparison reads every trial's telemetry too; every row is finished once the
+        # job's counts are settled.
         kept_counts = counts.read(session, job.id)
-        settled = kept_counts is not None and not kept_counts.queued and not kept_counts.running
+        settled = kept_counts is not None and kept_counts.settled
         columns = Columns.of(report_columns(session, job.id, all_finished=settled))
     else:
         columns = Columns.of(outcome_columns(session, job.id))

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 V1 = 1
@@ -108,6 +108,12 @@ def _scaled(fractions: Fractions) -> tuple[list[int], int]:
     return [num * (common // den) for num, den in fractions], common * len(fractions)
 
 
+def _sums_exact(numerators: Iterable[int], denominator: int, n: int) -> bool:
+    """Whether every resample's integer sum of n of these, and the denominator, are below
+    2**53: then float64 holds the sums exactly and one division rounds the mean once."""
+    return max(map(abs, numerators)) * n < _EXACT and denominator < _EXACT
+
+
 def mean_distributions(
     columns: Sequence[Fractions], *, version: int, seed: int, resamples: int
 ) -> list[list[float]]:
@@ -138,12 +144,7 @@ def _v2(columns: Sequence[Fractions], *, seed: int, resamples: int) -> list[list
 
     n, m = len(columns[0]), len(columns)
     scaled = [_scaled(column) for column in columns]
-    # Exact when every resample's integer sum, and the denominator, are below 2**53: then
-    # float64 holds the sums exactly and one division rounds the mean once.
-    exact = all(
-        max(map(abs, numerators)) * n < _EXACT and denominator < _EXACT
-        for numerators, denominator in scaled
-    )
+    exact = all(_sums_exact(numerators, denominator, n) for numerators, denominator in scaled)
     if exact:
         # Integers as float64, for BLAS's product: each partial sum of counts times values
         # is an integer of at most n * max|value| < 2**53, so every step is exact whatever
@@ -187,8 +188,7 @@ def _v3(columns: Sequence[Fractions], *, seed: int, resamples: int) -> list[list
     for j, column in enumerate(columns):
         numerators, denominator = _scaled(column)
         tally = Counter(numerators)
-        exact = max(map(abs, tally)) * n < _EXACT and denominator < _EXACT
-        if not exact or _FEW * len(tally) > n:
+        if not _sums_exact(tally, denominator, n) or _FEW * len(tally) > n:
             many.append(j)
             continue
         # Its own generator: a column's interval does not depend on which others the

@@ -45,6 +45,12 @@ class Counts:
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in FIELDS}
 
+    @property
+    def settled(self) -> bool:
+        """Nothing is queued or running, and nothing will be: a retry is queued only as a
+        running trial ends."""
+        return self.queued == 0 and self.running == 0
+
 
 def contribution(status: str, outcome: str | None) -> Counter[str]:
     """What one planned trial whose latest attempt is (status, outcome) adds to the counts

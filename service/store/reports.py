@@ -69,6 +69,8 @@ OUTCOME_COLUMNS = REPORT_COLUMNS[:8]
 _READ_COLUMNS = tuple(
     name for name in REPORT_COLUMNS if name not in ("limits_hit", "model_returned")
 )
+# What it reads of finished trials: their status is known, and unread costs no string a row.
+_FINISHED_READ = tuple(name for name in _READ_COLUMNS if name != "status")
 
 
 def report_columns(
@@ -81,17 +83,14 @@ def report_columns(
     that holds these columns (ix_trials_compared, which holds only them), the others from
     their rows; `all_finished` (the job's kept counts say none is queued or running) skips
     that pass over the job's rows, which no index holds."""
-    # The finished trials' status is known: not read, it costs no string per row.
-    unread = _READ_COLUMNS.index("status")
-    read = (*_READ_COLUMNS[:unread], *_READ_COLUMNS[unread + 1 :])
     query = _report_query(job_id, status=False).where(sql_text(FINISHED))
-    finished = _columns(session, query, read)
-    finished["status"] = (TrialStatus.FINISHED.value,) * len(finished[read[0]])
-    if all_finished:
-        return {name: finished[name] for name in _READ_COLUMNS}
-    query = _report_query(job_id).where(sql_text(f"NOT ({FINISHED})"))
-    others = _columns(session, query, _READ_COLUMNS)
-    if not others[_READ_COLUMNS[0]]:
+    finished = _columns(session, query, _FINISHED_READ)
+    finished["status"] = (TrialStatus.FINISHED.value,) * len(finished[_FINISHED_READ[0]])
+    others = None
+    if not all_finished:
+        query = _report_query(job_id).where(sql_text(f"NOT ({FINISHED})"))
+        others = _columns(session, query, _READ_COLUMNS)
+    if not others or not others[_READ_COLUMNS[0]]:
         return {name: finished[name] for name in _READ_COLUMNS}
     return {name: (*finished[name], *others[name]) for name in _READ_COLUMNS}
 

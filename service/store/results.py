@@ -171,6 +171,6 @@ def _after(session: Session, trial: Trial, job: Job) -> None:
     # trial that finished before us has committed its change to them, and none can start.
     kept = counts.read(session, job.id)
     assert kept is not None
-    if kept.queued == 0 and kept.running == 0:
+    if kept.settled:
         job.status = JobStatus.FINISHED
         job.finished_at = now()
