@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
@@ -129,6 +130,11 @@ def _rows(
 
 def _copy(dbapi: Any, rows: Iterator[tuple[str, int, str, str]]) -> None:
     with dbapi.cursor() as cursor:
+        # The driver's own (C) text dumper rather than the connection's NUL-replacing one
+        # (`db._postgres_text`), which is a Python call per value: none of these values can
+        # hold a NUL (a payload is JSON text, whose encoder escapes every control character;
+        # the trial's id is ours and an event's type one of the protocol's literals).
+        cursor.adapters.register_dumper(str, _plain_text_dumper())
         # Durable by the time it matters: the trial's result commits synchronously after
         # its last batch, and flushing the WAL to that commit flushes every batch before it.
         # A crash before the result loses only events the restart drops anyway (the trial
@@ -138,3 +144,12 @@ def _copy(dbapi: Any, rows: Iterator[tuple[str, int, str, str]]) -> None:
             write = copy_in.write_row
             for row in rows:
                 write(row)
+
+
+@functools.cache
+def _plain_text_dumper() -> type:
+    from psycopg import adapters
+    from psycopg.adapt import PyFormat
+
+    dumper: type = adapters.get_dumper(str, PyFormat.TEXT)
+    return dumper
