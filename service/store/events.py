@@ -15,6 +15,7 @@ from sqlalchemy import column, insert, table
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import Event
+from service.store.checkpoints import sink_writes
 from service.store.db import json_dumps
 
 _COLUMNS = ("trial_id", "seq", "type", "payload")
@@ -112,11 +113,9 @@ def insert_events(
     try:
         if copies:
             _copy(connection.driver_connection, rows)
+            connection.commit()
         else:
-            connection.driver_connection.executemany(  # type: ignore[union-attr]
-                "INSERT INTO events (trial_id, seq, type, payload) VALUES (?, ?, ?, ?)", rows
-            )
-        connection.commit()
+            _insert(connection.driver_connection, engine.url.database, rows)
     finally:
         connection.close()  # back to the pool, rolled back if the write failed
 
@@ -126,6 +125,17 @@ def _rows(
 ) -> Iterator[tuple[str, int, str, str]]:
     for seq, event in events:
         yield trial_id, seq, event.type, payload_json(event)
+
+
+def _insert(dbapi: Any, database: str | None, rows: Iterator[tuple[str, int, str, str]]) -> None:
+    statement = "INSERT INTO events (trial_id, seq, type, payload) VALUES (?, ?, ?, ?)"
+    if not database or database == ":memory:":
+        dbapi.executemany(statement, rows)
+        dbapi.commit()
+        return
+    with sink_writes(dbapi, database):  # the file's checkpoints run beside the next batch
+        dbapi.executemany(statement, rows)
+        dbapi.commit()
 
 
 def _copy(dbapi: Any, rows: Iterator[tuple[str, int, str, str]]) -> None:
