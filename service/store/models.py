@@ -355,10 +355,9 @@ class EnvironmentBuild(Base):
 
 class Event(Base):
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_trial_seq", "trial_id", "seq", unique=True),)
-    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
-    trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"))
-    seq: Mapped[int] = mapped_column(Integer)
+    # A transcript is read by trial and seq, its key (no surrogate id: migration 0016).
+    trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     type: Mapped[str] = mapped_column(String(20))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
 

@@ -6,12 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from service.store.db import MIGRATIONS, make_engine, migrate
 from service.store.models import Base
@@ -256,5 +258,58 @@ def test_0015_fills_the_telemetry_columns_from_the_json_and_indexes_finished_tri
         assert "ix_trials_compared" not in indexes
         with engine.connect() as connection:
             assert connection.execute(text("SELECT COUNT(*) FROM trials")).scalar_one() == 3
+    finally:
+        engine.dispose()
+
+
+def test_0016_keys_events_by_trial_and_seq_and_keeps_them(database_url: str) -> None:
+    """A store at 0015 with a transcript: 0016 keeps every event as it was, keyed by (trial,
+    seq) without the id, still refusing a second event of one seq; down again numbers them
+    with an id and brings back the unique index."""
+    engine = make_engine(database_url)
+    config = _config()
+    event = (
+        "INSERT INTO events (trial_id, seq, type, payload) VALUES ('t1', :seq, 'lifecycle', "
+        ":payload)"
+    )
+    payloads = [(seq, f'{{"step": "s{seq}"}}') for seq in (1, 2, 3)]
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0015")
+            _store_a_running_job(connection, planned=1)
+            connection.execute(
+                text(
+                    'INSERT INTO trials (id, job_id, case_id, variant, round, "order", '
+                    "attempt, status) VALUES ('t1', 'job-1', 'c', 'v', 1, 0, 1, 'running')"
+                )
+            )
+            for seq, payload in payloads:
+                connection.execute(text(event), {"seq": seq, "payload": payload})
+            command.upgrade(config, "0016")
+        assert inspect(engine).get_pk_constraint("events")["constrained_columns"] == [
+            "trial_id",
+            "seq",
+        ]
+        assert "id" not in {c["name"] for c in inspect(engine).get_columns("events")}
+        assert [i["name"] for i in inspect(engine).get_indexes("events")] == []
+        with engine.connect() as connection:
+            stored = connection.execute(
+                text("SELECT seq, CAST(payload AS TEXT) FROM events ORDER BY seq")
+            ).all()
+            assert [tuple(row) for row in stored] == payloads
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(text(event), {"seq": 2, "payload": "{}"})
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0015")
+        assert inspect(engine).get_pk_constraint("events")["constrained_columns"] == ["id"]
+        indexes = {i["name"]: i for i in inspect(engine).get_indexes("events")}
+        assert indexes["ix_events_trial_seq"]["unique"]
+        with engine.connect() as connection:
+            ids = connection.execute(text("SELECT id FROM events")).scalars().all()
+        assert len(set(ids)) == 3 and None not in ids
+        with engine.begin() as connection:  # the id's sequence goes on from there
+            connection.execute(text(event), {"seq": 4, "payload": "{}"})
     finally:
         engine.dispose()
