@@ -36,6 +36,7 @@ from typing import Any
 
 from _common import REPO, median, table, write_json
 from sqlalchemy import create_engine, func, make_url, select, text
+from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import (
@@ -237,11 +238,23 @@ def fresh_postgres(base: str, name: str) -> str:
 
 
 def drop_postgres(base: str, url: str) -> None:
+    """Drop a side's database. The server's autovacuum, which FORCE may not end for a role
+    that is not a superuser, often analyses the new tables just then: it is waited for (a
+    database left behind would be vacuumed through the next run, and slow it)."""
     admin = create_engine(make_url(base), isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        database = make_url(url).database
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
-    admin.dispose()
+    drop = text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+    try:
+        for attempt in range(60):
+            try:
+                with admin.connect() as connection:
+                    connection.execute(drop)
+                return
+            except ProgrammingError as exc:
+                if "pg_signal_backend" not in str(exc) or attempt == 59:
+                    raise
+                time.sleep(0.5)
+    finally:
+        admin.dispose()
 
 
 def load_average() -> list[str]:
@@ -255,6 +268,11 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=10, help="chunks per side (default 10)")
     parser.add_argument("--database-url", help="a PostgreSQL server to measure beside SQLite")
     parser.add_argument("--before", help="a checkout of the code to compare with")
+    parser.add_argument(
+        "--stores",
+        default="sqlite,postgresql",
+        help="which stores to measure (default both; postgresql needs --database-url)",
+    )
     parser.add_argument("--json", help="output file (default bench/results/ingestion.json)")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -273,10 +291,11 @@ def main() -> int:
     databases: list[str] = []
     with tempfile.TemporaryDirectory(prefix="examhall-bench-") as tmp:
         try:
-            for code, path in codes.items():
+            stores = set(args.stores.split(","))
+            for code, path in codes.items() if "sqlite" in stores else ():
                 url = f"sqlite:///{Path(tmp) / f'{code}.db'}"
                 sides.append(("sqlite", code, Side(f"sqlite {code}", path, url)))
-            for code, path in codes.items() if args.database_url else ():
+            for code, path in codes.items() if args.database_url and "postgresql" in stores else ():
                 databases.append(fresh_postgres(args.database_url, code))
                 sides.append(("postgresql", code, Side(f"postgresql {code}", path, databases[-1])))
             load_at_start = load_average()

@@ -11,8 +11,9 @@ the sink's next batch instead of in it.
 Durability: with `synchronous=NORMAL` a commit reaches the disk when the log is synced, which
 SQLite does at the start of every checkpoint. Left to itself it does so every 1,000 pages,
 which at the pace of real trials can be minutes of commits; the thread checkpoints within
-`INTERVAL_S` of a batch, so what a power loss can take is bounded by time instead, and is
-smaller for any store not written at tens of megabytes a second. A log the thread lets grow
+`INTERVAL_S` of an event batch or a trial's result (`committed`), so what a power loss can take
+of those is bounded by time instead, and is smaller for any store not written at tens of
+megabytes a second. A log the thread lets grow
 past `RESTART_PAGES` (it starts again from its beginning only when a writer finds it all
 copied, which a sink writing without a pause never does) is restarted: a brief wait for the
 writer and the readers of the moment, after which its file is emptied. The sink's own
@@ -28,6 +29,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +130,23 @@ def checkpointer(path: str) -> Checkpointer:
         if found is None:
             found = _CHECKPOINTERS[path] = Checkpointer(path)
         return found
+
+
+def database_file(engine: Engine) -> str | None:
+    """The file of a SQLite engine's database, or None (another database, or SQLite's
+    memory, which has no log)."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    return database
+
+
+def committed(sessions: sessionmaker[Session]) -> None:
+    """A commit the store wants on the disk soon (a trial's result) has been made."""
+    with sessions() as session:
+        path = database_file(session.get_bind().engine)
+    if path is not None:
+        checkpointer(path).nudge()
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from sqlalchemy import column, insert, table
 from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import Event
-from service.store.checkpoints import sink_writes
+from service.store.checkpoints import database_file, sink_writes
 from service.store.db import json_dumps
 
 _COLUMNS = ("trial_id", "seq", "type", "payload")
@@ -115,7 +115,7 @@ def insert_events(
             _copy(connection.driver_connection, rows)
             connection.commit()
         else:
-            _insert(connection.driver_connection, engine.url.database, rows)
+            _insert(connection.driver_connection, database_file(engine), rows)
     finally:
         connection.close()  # back to the pool, rolled back if the write failed
 
@@ -127,13 +127,13 @@ def _rows(
         yield trial_id, seq, event.type, payload_json(event)
 
 
-def _insert(dbapi: Any, database: str | None, rows: Iterator[tuple[str, int, str, str]]) -> None:
+def _insert(dbapi: Any, path: str | None, rows: Iterator[tuple[str, int, str, str]]) -> None:
     statement = "INSERT INTO events (trial_id, seq, type, payload) VALUES (?, ?, ?, ?)"
-    if not database or database == ":memory:":
+    if path is None:  # SQLite in memory: no log to checkpoint
         dbapi.executemany(statement, rows)
         dbapi.commit()
         return
-    with sink_writes(dbapi, database):  # the file's checkpoints run beside the next batch
+    with sink_writes(dbapi, path):  # the file's checkpoints run beside the next batch
         dbapi.executemany(statement, rows)
         dbapi.commit()
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import TrialResult
 from service.domain.status import JobStatus, Outcome, TrialStatus
-from service.store import counts, tallies
+from service.store import checkpoints, counts, tallies
 from service.store.clock import now
 from service.store.models import Artifact, Job, Trial, queued_trial
 from service.store.queue import drop_trials
@@ -81,7 +81,9 @@ def record_result(
                 )
             )
         _after(session, trial, job)
-        return job.id
+        job_id = job.id
+    checkpoints.committed(sessions)  # on the disk soon, like the trial's events before it
+    return job_id
 
 
 def _count(value: Any) -> int | None:

@@ -14,13 +14,14 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from sandbox.protocol import ToolResultEvent
+from sandbox.protocol import ToolResultEvent, TrialResult
+from service.launch.trial import TrialRecord
 from service.scheduler import EventSink
 from service.store import checkpoints
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Event as EventRow
 from service.store.models import Trial
-from tests.store.conftest import submit
+from tests.store.conftest import make_scheduler, submit
 
 PAGE = 4096
 
@@ -149,6 +150,24 @@ def test_the_thread_ends_when_idle_and_the_next_batch_starts_another(
     _until(lambda: os.path.getsize(path) > size, "the later batch copied by a new thread")
     assert checkpointer.checkpoints > done
     assert _stored(sessions, trial_id) == written
+
+
+def test_a_trials_result_is_checkpointed_without_an_event_after_it(
+    store: tuple[Path, Engine],
+) -> None:
+    path, engine = store
+    sessions = session_factory(engine)
+    submit(sessions, cases=["create-greeting"])
+    scheduler = make_scheduler(sessions)
+    try:
+        [(trial_id, _)] = scheduler.claim(1)
+        checkpointer = checkpoints.checkpointer(str(path))
+        assert checkpointer.checkpoints == 0
+        result = TrialResult("passed", score=1.0)
+        scheduler.record(trial_id, TrialRecord(trial_id, result, artifacts={}))
+        _until(lambda: checkpointer.checkpoints >= 1, "the result's commit checkpointed")
+    finally:
+        scheduler.stop()
 
 
 def _log_pages(path: Path) -> int:
