@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.api.app import create_app
@@ -473,7 +473,8 @@ def main() -> int:
         if args.html:
             pages = ["/ui/jobs", *(f"/ui/jobs/{job_id}" for job_id in jobs)]
             with sessions() as session:
-                first = session.query(Event.trial_id).order_by(Event.id).first()
+                # The first event written (rowid: older commits' events.id, its alias).
+                first = session.query(Event.trial_id).order_by(text("events.rowid")).first()
                 assert first is not None
                 pages.append(f"/ui/trials/{first[0]}")
             for page in pages:

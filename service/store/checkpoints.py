@@ -9,11 +9,14 @@ checkpoints the file; SQLite releases the GIL while it copies, so the copying ru
 the sink's next batch instead of in it.
 
 Durability: with `synchronous=NORMAL` a commit reaches the disk when the log is synced, which
-SQLite does at the start of every checkpoint. Left to itself it does so every 1,000 pages,
-which at the pace of real trials can be minutes of commits; the thread checkpoints within
-`INTERVAL_S` of an event batch or a trial's result (`committed`), so what a power loss can take
-of those is bounded by time instead, and is smaller for any store not written at tens of
-megabytes a second. A log the thread lets grow
+SQLite does in a checkpoint that has pages to copy. Left to itself it checkpoints every 1,000
+pages, which at the pace of real trials can be minutes of commits; the thread checkpoints
+within `INTERVAL_S` of an event batch or a trial's result (`committed`), so what a power loss
+can take is bounded by time instead, for any store not written at tens of megabytes a second,
+as long as no reader pins the log (a checkpoint copies, and syncs, nothing that a reader's
+older snapshot still needs: such commits wait for the reader to finish, as they would without
+the thread). Other commits (claims, heartbeats) are synced by the next checkpoint of either
+kind. A log the thread lets grow
 past `RESTART_PAGES` (it starts again from its beginning only when a writer finds it all
 copied, which a sink writing without a pause never does) is restarted: a brief wait for the
 writer and the readers of the moment, after which its file is emptied. The sink's own
@@ -24,11 +27,13 @@ connection keeps a backstop: its commits checkpoint as SQLite's would once the l
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import quote
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -61,14 +66,20 @@ class Checkpointer:
         self.restarts = 0
 
     def nudge(self) -> None:
-        """Pages were committed: checkpoint them soon."""
+        """Pages were committed: checkpoint them soon. Never raises: the commit is made, and
+        a thread that cannot start leaves the writers' backstop to checkpoint."""
         with self._lock:
             self._wake.set()
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name=f"checkpoints {self.path}", daemon=True
-                )
-                self._thread.start()
+            if self._thread is not None:
+                return
+            thread = threading.Thread(target=self._run, name=f"checkpoints {self.path}")
+            thread.daemon = True
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread to be had: the next nudge tries again
+                log.warning("No checkpoint thread for %s (%s).", self.path, exc)
+                return
+            self._thread = thread
 
     @property
     def running(self) -> bool:
@@ -77,21 +88,28 @@ class Checkpointer:
 
     def _run(self) -> None:
         try:
+            # The file itself (mode=rw): never a new empty database, should the path be gone.
             # A restart holds new writers back while it waits for the current writer and the
-            # readers, so it waits briefly, and tries again at the next checkpoint if still busy.
-            connection = sqlite3.connect(self.path, timeout=RESTART_WAIT_S, check_same_thread=False)
-        except sqlite3.Error as exc:
-            log.warning("Cannot open %s for checkpoints (%s): writers checkpoint.", self.path, exc)
-            with self._lock:
-                self._thread = None
-            return
-        try:
-            while self._next():
-                self._checkpoint(connection)
-                # Nudges during the pause are served by the next checkpoint.
-                time.sleep(INTERVAL_S)
+            # readers, so it waits briefly, and is tried again later if still busy.
+            connection = sqlite3.connect(
+                f"file:{quote(self.path)}?mode=rw",
+                uri=True,
+                timeout=RESTART_WAIT_S,
+                check_same_thread=False,
+            )
+            try:
+                while self._next():
+                    self._checkpoint(connection)
+                    # Nudges during the pause are served by the next checkpoint.
+                    time.sleep(INTERVAL_S)
+            finally:
+                connection.close()
+        except Exception:
+            log.exception("Checkpoints of %s stopped; its writers checkpoint.", self.path)
         finally:
-            connection.close()
+            with self._lock:
+                if self._thread is threading.current_thread():
+                    self._thread = None
 
     def _next(self) -> bool:
         """Wait for a nudge; False (and the thread is done) after IDLE_S without one."""
@@ -107,12 +125,14 @@ class Checkpointer:
 
     def _checkpoint(self, connection: sqlite3.Connection) -> None:
         try:
-            _busy, pages, _copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            busy, pages, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if busy:  # another connection's checkpoint is running: it does the work
+                return
             self.checkpoints += 1
-            if pages >= RESTART_PAGES:
-                busy, _pages, _copied = connection.execute(
-                    "PRAGMA wal_checkpoint(TRUNCATE)"
-                ).fetchone()
+            # Only once all is copied: a reader that pins older pages would make the restart
+            # hold the writers back for its whole wait.
+            if pages >= RESTART_PAGES and copied == pages:
+                busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
                 self.restarts += 0 if busy else 1
         except sqlite3.Error as exc:
             # The writers' backstop still bounds the log; the next nudge tries again.
@@ -133,12 +153,14 @@ def checkpointer(path: str) -> Checkpointer:
 
 
 def database_file(engine: Engine) -> str | None:
-    """The file of a SQLite engine's database, or None (another database, or SQLite's
-    memory, which has no log)."""
+    """The absolute path of a SQLite engine's database file, or None: another database,
+    SQLite's memory (no log), or a URI (`?uri=true`), whose file this does not read."""
     database = engine.url.database
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         return None
-    return database
+    if engine.url.query.get("uri") or database.startswith("file:"):
+        return None
+    return os.path.abspath(database)
 
 
 def committed(sessions: sessionmaker[Session]) -> None:
@@ -157,6 +179,10 @@ def sink_writes(connection: sqlite3.Connection, path: str) -> Iterator[None]:
     try:
         yield
     finally:
-        # The connection goes back to the pool, where others' commits checkpoint as usual.
-        connection.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_DEFAULT_PAGES}")
+        # The connection goes back to the pool, where others' commits checkpoint as usual
+        # (the engine never sets another value). A failure here must not hide the batch's.
+        try:
+            connection.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_DEFAULT_PAGES}")
+        except sqlite3.Error as exc:
+            log.warning("Could not restore wal_autocheckpoint on %s (%s).", path, exc)
     checkpointer(path).nudge()

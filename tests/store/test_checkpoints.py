@@ -79,11 +79,14 @@ def test_a_few_batches_reach_the_database_file_without_another_write(
     # 300 pages: SQLite's own checkpoint would wait for 1,000, leaving them in the log (and
     # unsynced) until later writes came.
     written = _write(sessions, trial_id, pages=300)
+    checkpointer = checkpoints.checkpointer(str(path))
     _until(
-        lambda: os.path.getsize(path) >= before + written * (PAGE - 200),
+        lambda: (
+            checkpointer.checkpoints >= 1
+            and os.path.getsize(path) >= before + written * (PAGE - 200)
+        ),
         "the events' pages copied into the database file",
     )
-    assert checkpoints.checkpointer(str(path)).checkpoints >= 1
     assert _stored(sessions, trial_id) == written
 
 
@@ -142,13 +145,15 @@ def test_the_thread_ends_when_idle_and_the_next_batch_starts_another(
     trial_id = _trial(sessions)
     checkpointer = checkpoints.checkpointer(str(path))
     written = _write(sessions, trial_id, pages=20)
-    assert checkpointer.running
+    assert checkpointer.running  # for IDLE_S (0.2 s) after the last nudge
     _until(lambda: not checkpointer.running, "the idle thread ended")
     done = checkpointer.checkpoints
     size = os.path.getsize(path)
     written += _write(sessions, trial_id, pages=100, start=written)
-    _until(lambda: os.path.getsize(path) > size, "the later batch copied by a new thread")
-    assert checkpointer.checkpoints > done
+    _until(
+        lambda: checkpointer.checkpoints > done and os.path.getsize(path) > size,
+        "the later batch copied by a new thread",
+    )
     assert _stored(sessions, trial_id) == written
 
 
@@ -174,3 +179,22 @@ def _log_pages(path: Path) -> int:
     """Frames in the write-ahead log, from its file's size (a 32-byte header, then frames of a
     24-byte header and a page)."""
     return max(0, (os.path.getsize(f"{path}-wal") - 32) // (24 + PAGE))
+
+
+def test_a_store_is_named_by_its_absolute_path_and_memory_or_uris_have_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    relative = make_engine("sqlite:///store.db")
+    assert checkpoints.database_file(relative) == str(tmp_path / "store.db")
+    for url in ("sqlite://", "sqlite:///:memory:", "sqlite:///file:store.db?uri=true"):
+        assert checkpoints.database_file(make_engine(url)) is None, url
+
+
+def test_a_checkpointer_of_a_file_that_is_gone_creates_none_and_ends(tmp_path: Path) -> None:
+    gone = tmp_path / "gone.db"
+    checkpointer = checkpoints.Checkpointer(str(gone))
+    checkpointer.nudge()
+    _until(lambda: not checkpointer.running, "the thread ended")
+    assert not gone.exists()
+    assert checkpointer.checkpoints == 0
