@@ -36,7 +36,6 @@ from contextlib import contextmanager
 from urllib.parse import quote
 
 from sqlalchemy import Engine
-from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
 
@@ -163,10 +162,9 @@ def database_file(engine: Engine) -> str | None:
     return os.path.abspath(database)
 
 
-def committed(sessions: sessionmaker[Session]) -> None:
+def committed(engine: Engine) -> None:
     """A commit the store wants on the disk soon (a trial's result) has been made."""
-    with sessions() as session:
-        path = database_file(session.get_bind().engine)
+    path = database_file(engine)
     if path is not None:
         checkpointer(path).nudge()
 

@@ -3,6 +3,7 @@ holds it, while its batch is written with the driver's own bulk path (COPY on Po
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -128,13 +129,11 @@ def _rows(
 
 
 def _insert(dbapi: Any, path: str | None, rows: Iterator[tuple[str, int, str, str]]) -> None:
-    statement = "INSERT INTO events (trial_id, seq, type, payload) VALUES (?, ?, ?, ?)"
-    if path is None:  # SQLite in memory: no log to checkpoint
-        dbapi.executemany(statement, rows)
-        dbapi.commit()
-        return
-    with sink_writes(dbapi, path):  # the file's checkpoints run beside the next batch
-        dbapi.executemany(statement, rows)
+    # A file's checkpoints run beside the next batch; SQLite in memory has no log to copy.
+    with sink_writes(dbapi, path) if path is not None else contextlib.nullcontext():
+        dbapi.executemany(
+            "INSERT INTO events (trial_id, seq, type, payload) VALUES (?, ?, ?, ?)", rows
+        )
         dbapi.commit()
 
 

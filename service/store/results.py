@@ -81,8 +81,8 @@ def record_result(
                 )
             )
         _after(session, trial, job)
-        job_id = job.id
-    checkpoints.committed(sessions)  # on the disk soon, like the trial's events before it
+        job_id, engine = job.id, session.get_bind().engine
+    checkpoints.committed(engine)  # on the disk soon, like the trial's events before it
     return job_id
 
 
