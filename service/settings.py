@@ -204,6 +204,12 @@ class Settings(BaseSettings):
         description="images to build task environments on instead of the ones their FROM "
         "names, for a box without a registry: comma-separated FROM=LOCAL pairs",
     )
+    image_cache_gb: float | None = Field(
+        default=50.0,
+        gt=0,
+        description="disk the box's built environments and agent layers may take, in GB; "
+        "past it the least recently used are removed (unset: no limit)",
+    )
     build_concurrency: PositiveInt = Field(
         default=1, description="environment image builds at once in one control plane"
     )
@@ -216,6 +222,11 @@ class Settings(BaseSettings):
         default=4 * 1024**3,
         description="memory (and memory plus swap) of an environment build's containers, in "
         "bytes or with a k, m or g suffix",
+    )
+    build_pids: PositiveInt = Field(
+        default=1024,
+        description="processes at once in a container that runs a team's image while its "
+        "environment is built (the probes of its Python and libc)",
     )
     build_cpu_shares: int = Field(
         default=512,

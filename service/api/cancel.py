@@ -22,3 +22,5 @@ def cancel_job(c: Context, caller: Principal, job_id: str) -> None:
     # Our own containers die now; other control planes see the status on their next loop and
     # kill theirs. A running trial's row goes when its run returns (the scheduler drops it).
     c.scheduler.cancel(job_id)
+    if c.preparer is not None:
+        c.preparer.wake()  # a build of the job's stops now, not at the next poll

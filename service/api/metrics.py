@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from service.backends.protocol import NodeStatus
 from service.domain.status import JobStatus, Outcome, TrialStatus
+from service.environments.cache import CacheState
 from service.store import metrics as stored
 
 # Trial wall times run from under a second (a trivial trial) to the longest agent timeouts.
@@ -34,7 +35,12 @@ def _line(name: str, value: float, **labels: str) -> str:
 NODE_STATES = ("ready", "drained", "down")
 
 
-def render(session: Session, containers_running: int, nodes: list[NodeStatus]) -> str:
+def render(
+    session: Session,
+    containers_running: int,
+    nodes: list[NodeStatus],
+    image_cache: CacheState | None = None,
+) -> str:
     lines: list[str] = []
 
     def family(name: str, kind: str, help_text: str) -> None:
@@ -73,6 +79,17 @@ def render(session: Session, containers_running: int, nodes: list[NodeStatus]) -
     family("examhall_jobs", "gauge", "Jobs, by status.")
     for status in JobStatus:
         lines.append(_line("examhall_jobs", jobs.get(status, 0), status=status.value))
+
+    if image_cache is not None:
+        family("examhall_image_cache_bytes", "gauge", "Disk of built environments and agents.")
+        lines.append(_line("examhall_image_cache_bytes", image_cache.bytes))
+        family("examhall_image_cache_images", "gauge", "Built environments and agents kept.")
+        lines.append(_line("examhall_image_cache_images", image_cache.images))
+        if image_cache.limit_bytes is not None:
+            family("examhall_image_cache_limit_bytes", "gauge", "EXAMHALL_IMAGE_CACHE_GB.")
+            lines.append(_line("examhall_image_cache_limit_bytes", image_cache.limit_bytes))
+        family("examhall_image_cache_removed_total", "counter", "Images removed by last use.")
+        lines.append(_line("examhall_image_cache_removed_total", image_cache.removed))
 
     durations = stored.finished_durations(session, DURATION_BUCKETS)
     count, total, cumulative = durations.count, durations.total_s, durations.cumulative

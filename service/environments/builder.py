@@ -19,14 +19,17 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from service.backends.docker.capped import Caps
 from service.backends.docker.debian_base import (
+    DEBIAN_BASE_REPO,
     ImageBuildError,
     Progress,
     bootstrap_debian_base,
+    debian_suite,
 )
 from service.backends.docker.images import HASH_LABEL, BuildContext
-from service.backends.docker.wheels import download_wheels, image_glibc, python_version
-from service.environments.build import BuildError, BuildLimits, BuildLog, run_build
+from service.backends.docker.wheels import download_wheels, image_python
+from service.environments.build import BuildError, BuildLimits, BuildLog, remove_layers, run_build
 from service.environments.dockerfile import rewrite_images
 from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
 from service.environments.hashing import environment_digest
@@ -113,16 +116,21 @@ class EnvironmentBuilder:
             raise
         return self._lookup(digest)
 
-    def build(self, source: EnvironmentSource, progress: Progress) -> BuiltEnvironment:
+    def build(
+        self,
+        source: EnvironmentSource,
+        progress: Progress,
+        cancel: threading.Event | None = None,
+    ) -> BuiltEnvironment:
         """The environment, built unless it is already; EnvironmentBuildError if it cannot
-        be."""
+        be, or if `cancel` is set before it is."""
         prepared = self._prepare(source, bootstrap=progress)
         found = self._lookup(prepared.digest)
         if found is not None:
             progress(f"Environment of {source.name} is built already: {found.ref}.")
             return found
         settings = self.settings.checked(
-            "build_timeout_s", "build_memory", "build_cpu_shares", "build_network"
+            "build_timeout_s", "build_memory", "build_cpu_shares", "build_network", "build_pids"
         )
         timeout = settings.build_timeout_s
         if source.build_timeout_s is not None:
@@ -133,7 +141,16 @@ class EnvironmentBuilder:
             found = self._lookup(prepared.digest)
             if found is not None:
                 return found
-            return self._build(source, prepared, settings, deadline, timeout, progress)
+            return self._build(source, prepared, settings, deadline, timeout, progress, cancel)
+
+    def allowed_images(self) -> tuple[str, ...]:
+        """The images a build may name besides EXAMHALL_IMAGE_MAP's targets: the sandbox
+        image, the base it is built on, and the bootstrapped Debian base."""
+        return (
+            self.sandbox_image,
+            self.settings.sandbox_base,
+            f"{DEBIAN_BASE_REPO}:{debian_suite()}",
+        )
 
     # -- internals
 
@@ -176,7 +193,8 @@ class EnvironmentBuilder:
             def resolve(reference: str) -> str:
                 resolved = self._resolve(reference, image_map, bootstrap)
                 found.append(resolved)
-                return resolved.image
+                # The engine gets the id alone: no name it could look up differently.
+                return resolved.image_id
 
             dockerfile = rewrite_images(original, resolve).text
             sandbox_id = str(self.client.images.get(self.sandbox_image).id)
@@ -203,14 +221,15 @@ class EnvironmentBuilder:
     def _resolve(
         self, reference: str, image_map: dict[str, str], bootstrap: Progress | None
     ) -> Resolved:
+        allowed = self.allowed_images()
         try:
-            resolved = resolve_image(self.client, reference, image_map)
+            resolved = resolve_image(self.client, reference, image_map, allowed)
         except NeedsBootstrap as exc:
             if bootstrap is None:
                 raise
             bootstrap(f"{reference}: bootstrapping the Debian {exc.suite} base it falls back to")
             bootstrap_debian_base(self.client, exc.suite, progress=bootstrap)
-            resolved = resolve_image(self.client, reference, image_map)
+            resolved = resolve_image(self.client, reference, image_map, allowed)
         if resolved.note and bootstrap is not None:
             bootstrap(resolved.note + ".")
         return resolved
@@ -223,8 +242,15 @@ class EnvironmentBuilder:
         deadline: float,
         timeout: float,
         progress: Progress,
+        cancel: threading.Event | None,
     ) -> BuiltEnvironment:
         log = BuildLog()
+
+        def caps() -> Caps:
+            # Every run of the team's image counts against the build's own deadline.
+            left = max(deadline - time.monotonic(), 0.0)
+            return Caps(settings.build_memory, settings.build_pids, settings.build_cpu_shares, left)
+
         limits = BuildLimits(
             memory=settings.build_memory,
             cpu_shares=settings.build_cpu_shares,
@@ -233,10 +259,16 @@ class EnvironmentBuilder:
         ref = f"{self.repository}:{prepared.digest[:12]}"
         started = time.monotonic()
         progress(f"Building the environment of {source.name} ({ref})...")
+        for image in prepared.images:
+            # The engine is given ids alone (dockerfile.py): say which image each one is.
+            named = image.reference if image.image == image.reference else image.image
+            line = f"{image.reference} is {image.image_id} ({named})"
+            log.add(line)
+            progress(line)
         try:
             files = dict(prepared.files)
             if source.declarative is not None and source.declarative.pip:
-                files.update(self._wheels(source, prepared, progress))
+                files.update(self._wheels(source, prepared, progress, caps(), cancel))
             context = BuildContext(
                 prepared.dockerfile.encode(),
                 tuple(sorted(files.items())),
@@ -251,9 +283,12 @@ class EnvironmentBuilder:
                 timeout_s=deadline - time.monotonic(),
                 progress=progress,
                 log=log,
+                cancel=cancel,
             )
             progress(f"Adding examhall's worker to the environment of {source.name}...")
-            task = check_image(self.client, task_id, workdir=source.workdir)
+            task = check_image(
+                self.client, task_id, workdir=source.workdir, caps=caps(), cancel=cancel
+            )
             if task.python is None:
                 progress("The image has no python3 >= 3.11 the worker can use; bundling one.")
             labels = {HASH_LABEL: prepared.digest, NAME_LABEL: source.name[:200]}
@@ -270,6 +305,7 @@ class EnvironmentBuilder:
                 timeout_s=deadline - time.monotonic(),
                 progress=progress,
                 log=log,
+                cancel=cancel,
             )
         except BuildError as exc:
             step = exc.log.step
@@ -277,6 +313,8 @@ class EnvironmentBuilder:
             advice = (
                 f"raise EXAMHALL_BUILD_TIMEOUT_S (now {timeout:.0f} s) if the build needs longer"
                 if exc.timed_out
+                else "submit the job again when you want it built"
+                if exc.cancelled
                 else "fix the step (the whole log is kept with the build)"
             )
             raise EnvironmentBuildError(
@@ -287,6 +325,7 @@ class EnvironmentBuilder:
             ) from exc
         except (EnvironmentProblem, ImageBuildError) as exc:
             log.add(str(exc))
+            remove_layers(self.client, log)
             raise EnvironmentBuildError(
                 f"The environment of {source.name} is refused: {exc}.",
                 log=log.text(),
@@ -294,6 +333,7 @@ class EnvironmentBuilder:
             ) from exc
         except docker.errors.DockerException as exc:
             log.add(str(exc))
+            remove_layers(self.client, log)
             raise EnvironmentBuildError(
                 f"The environment of {source.name} could not be built: the Docker engine "
                 f"failed ({exc}); check the engine and retry.",
@@ -304,21 +344,27 @@ class EnvironmentBuilder:
         return BuiltEnvironment(ref, image_id, prepared.digest, task.workdir)
 
     def _wheels(
-        self, source: EnvironmentSource, prepared: _Prepared, progress: Progress
+        self,
+        source: EnvironmentSource,
+        prepared: _Prepared,
+        progress: Progress,
+        caps: Caps,
+        cancel: threading.Event | None,
     ) -> dict[str, bytes]:
         assert source.declarative is not None
         base = prepared.images[0].image_id
         try:
-            python = python_version(self.client, base)
-            glibc = image_glibc(self.client, base)
-        except docker.errors.DockerException as exc:
+            found = image_python(self.client, base, caps=caps, cancel=cancel)
+        except ImageBuildError as exc:
             raise EnvironmentProblem(
                 f"pip requirements need python3 in the base image, and {prepared.images[0].image}"
                 f" has none that runs ({exc}); choose a base with python3, or install the "
                 f"tools with apt"
             ) from exc
         with tempfile.TemporaryDirectory(prefix="examhall-env-wheels-") as scratch:
-            download_wheels(source.declarative.pip, python, Path(scratch), progress, glibc=glibc)
+            download_wheels(
+                source.declarative.pip, found.version, Path(scratch), progress, glibc=found.glibc
+            )
             return {
                 f"{WHEELS_DIR}/{path.name}": path.read_bytes()
                 for path in sorted(Path(scratch).iterdir())

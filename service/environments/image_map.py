@@ -1,19 +1,25 @@
-"""Which local image a FROM reference means on this box, which never pulls.
+"""Which local image a FROM reference means on this box, which never pulls and builds only on
+the images its operator allows.
 
 EXAMHALL_IMAGE_MAP maps references to local images, as comma-separated FROM=LOCAL pairs:
 
     EXAMHALL_IMAGE_MAP=debian:bookworm-slim=examhall/debian-base:bookworm,python:3.12-slim=my/py
 
 A reference is then, in order: what the map says (which must be present), itself when it is
-present, or, for `debian:<suite>` and `debian:<suite>-slim` of the bootstrapped suite, the
-box's bootstrapped Debian base. Anything else is refused, naming the image and the setting.
-References match as Docker reads them: `debian` is `debian:latest`, `docker.io/library/x`
-is `x`, and a pinned `x:tag@sha256:...` also matches a pair for `x:tag`.
+one of the allowed images (the map's targets, the sandbox image and its configured base, the
+bootstrapped Debian base), or, for `debian:<suite>` and `debian:<suite>-slim` of the
+bootstrapped suite, the box's bootstrapped Debian base. Anything else is refused, naming the
+image and the setting: whatever else the engine holds (other teams' environments and agent
+layers, the control plane's image, anything loaded by hand) is out of a build's reach, by
+name, by id or by any other spelling, since the builder hands the engine the resolved id
+alone (dockerfile.py). References match as Docker reads them: `debian` is `debian:latest`,
+`docker.io/library/x` is `x`, and a pinned `x:tag@sha256:...` also matches a pair for `x:tag`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import docker
@@ -77,9 +83,13 @@ class NeedsBootstrap(EnvironmentProblem):
 
 
 def resolve_image(
-    client: docker.DockerClient, reference: str, image_map: dict[str, str]
+    client: docker.DockerClient,
+    reference: str,
+    image_map: dict[str, str],
+    allowed: Collection[str],
 ) -> Resolved:
-    """The local image `reference` means here; never pulls."""
+    """The local image `reference` means here, which must be the map's or in `allowed`; never
+    pulls."""
     key = normalise(reference)
     mapped = image_map.get(key) or image_map.get(key.partition("@")[0])
     if mapped is not None:
@@ -90,11 +100,10 @@ def resolve_image(
                 f"load or build {mapped} (`docker load`), or correct the setting"
             )
         return Resolved(reference, mapped, image_id, f"{reference} is mapped to {mapped}")
-    if problem := _private(reference):
-        raise EnvironmentProblem(problem)
-    image_id = _image_id(client, reference)
-    if image_id is not None:
-        return Resolved(reference, reference, image_id, None)
+    if key in {normalise(image) for image in (*allowed, *image_map.values())}:
+        image_id = _image_id(client, reference)
+        if image_id is not None:
+            return Resolved(reference, reference, image_id, None)
     suite = _debian_suite_of(key)
     if suite is not None and suite == debian_suite():
         base = f"{DEBIAN_BASE_REPO}:{suite}"
@@ -104,30 +113,10 @@ def resolve_image(
         note = f"{reference} is not present and not mapped; using the bootstrapped {base}"
         return Resolved(reference, base, image_id, note)
     raise EnvironmentProblem(
-        f"the image {reference} is not present on this box, and examhall never pulls; load it "
-        f"(`docker load`), or map it to a local image with {MAP_ENV}={reference}=LOCAL_IMAGE"
+        f"the image {reference[:200]} is not present on this box or not one its builds may use "
+        f"(examhall never pulls, and builds only on the images the operator allows); load it "
+        f"(`docker load`) and map it with {MAP_ENV}={reference[:200]}=LOCAL_IMAGE"
     )
-
-
-# Images on a box that a suite's FROM may not name unless the operator maps it: other
-# suites' environments and agent layers (another team's task files), the control plane's.
-_PRIVATE_REPOSITORIES = re.compile(r"^examhall/(env(-[a-z0-9-]+)?|control-plane)(:|@|$)")
-_IMAGE_ID = re.compile(r"^(sha256:)?[0-9a-f]{12,64}$")
-
-
-def _private(reference: str) -> str | None:
-    """Why a suite may not build on `reference`, or None."""
-    if _IMAGE_ID.match(reference):
-        return (
-            f"FROM {reference} names a local image by its id; name an image by its "
-            f"reference (mapped with {MAP_ENV} where the box lacks it)"
-        )
-    if _PRIVATE_REPOSITORIES.match(reference):
-        return (
-            f"FROM {reference} names one of this box's own images (another suite's "
-            "environment or the control plane's), which a suite may not build on"
-        )
-    return None
 
 
 def _debian_suite_of(key: str) -> str | None:

@@ -17,6 +17,7 @@ import json
 import posixpath
 import re
 import sys
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from service.backends.docker.capped import CappedRunError, Caps, run_capped
 from service.backends.docker.images import BuildContext, fields_digest, repo_root
 from service.environments.errors import EnvironmentProblem
 
@@ -147,7 +149,14 @@ def recipe_fingerprint() -> bytes:
     ).encode()
 
 
-def check_image(client: docker.DockerClient, image_id: str, *, workdir: str | None) -> TaskImage:
+def check_image(
+    client: docker.DockerClient,
+    image_id: str,
+    *,
+    workdir: str | None,
+    caps: Caps,
+    cancel: threading.Event | None = None,
+) -> TaskImage:
     """The facts of the built task image the layer needs, or the refusal it earns."""
     attrs = client.images.get(image_id).attrs
     config = attrs.get("Config") or {}
@@ -182,7 +191,7 @@ def check_image(client: docker.DockerClient, image_id: str, *, workdir: str | No
             f"Python or its loader); remove it from the image's ENV (an agent command can "
             f"set it for itself)"
         )
-    facts = _probe(client, image_id)
+    facts = _probe(client, image_id, caps, cancel)
     if facts.get("musl"):
         raise EnvironmentProblem(
             f"the image is musl-based ({facts['musl']}, as Alpine is): examhall's worker runs "
@@ -273,34 +282,27 @@ def worker_modules() -> tuple[str, ...]:
     return tuple(sorted(found & sys.stdlib_module_names - {"__future__"}))
 
 
-def _probe(client: docker.DockerClient, image_id: str) -> dict[str, str]:
+def _probe(
+    client: docker.DockerClient, image_id: str, caps: Caps, cancel: threading.Event | None
+) -> dict[str, str]:
     script = _PROBE.replace("$MODULES", ", ".join(worker_modules()))
-    container = client.containers.create(
-        image_id,
-        entrypoint=["/bin/sh", "-c", script],
-        command=[],
-        user="0:0",
-        network_disabled=True,
-        labels={PROBE_LABEL: "1"},
-    )
     try:
-        try:
-            container.start()
-        except docker.errors.APIError as exc:
-            if "/bin/sh" in str(exc) and "no such file" in str(exc).lower():
-                raise EnvironmentProblem(
-                    "the image has no /bin/sh; examhall's worker and its tools need a shell, "
-                    "so build it FROM an image that has one (not scratch or distroless)"
-                ) from exc
-            raise
-        status = container.wait(timeout=120)
-        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
-        if status.get("StatusCode") != 0:
+        ran = run_capped(
+            client, image_id, ["/bin/sh", "-c", script], caps,
+            labels={PROBE_LABEL: "1"}, cancel=cancel,
+        )  # fmt: skip
+    except CappedRunError as exc:
+        raise EnvironmentProblem(f"probing the image failed: {exc}") from exc
+    except docker.errors.APIError as exc:
+        if "/bin/sh" in str(exc) and "no such file" in str(exc).lower():
             raise EnvironmentProblem(
-                f"probing the image failed (exit {status.get('StatusCode')}): {output[-500:]}"
-            )
-    finally:
-        container.remove(force=True)
+                "the image has no /bin/sh; examhall's worker and its tools need a shell, "
+                "so build it FROM an image that has one (not scratch or distroless)"
+            ) from exc
+        raise
+    output = ran.output
+    if ran.status != 0:
+        raise EnvironmentProblem(f"probing the image failed (exit {ran.status}): {output[-500:]}")
     facts: dict[str, str] = {}
     for line in output.splitlines():
         key, sep, value = line.partition("=")

@@ -1,17 +1,23 @@
 """Building a task suite's environments before its job runs, off the request path.
 
-A job of a task suite is stored `building`, with no trials. This loop takes such jobs one
-at a time, builds (or finds, by content hash) the environment of every task the job runs,
-and then plans the trials, each naming its task's image, and queues the job. A task whose
-environment does not build ends the job with the error (naming the suite, the task and the
-failing step) and the job starts no trial. Builds keep their own concurrency cap, timeout
-and resource caps (service/environments); this loop only orders them.
+A job of a task suite is stored `building`, with no trials. The preparer builds (or finds,
+by content hash) the environment of every task the job runs, then plans the trials, each
+naming its task's image, and queues the job. A task whose environment does not build ends
+the job with the error (naming the suite, the task and the failing step) and the job starts
+no trial.
+
+Jobs are prepared in lanes, one per team: a team's jobs in submission order, the teams side
+by side, so that one team's slow or stuck build never holds another team's job, and a job
+whose environments are all built already is queued at once. Builds keep the box's own
+concurrency cap, timeout and resource caps (service/environments); a lane only orders its
+team's. A job that is cancelled while it is prepared has its build stopped.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from sqlalchemy.exc import IntegrityError
@@ -31,6 +37,7 @@ from service.environments import (
     dockerfile_source,
     ensure_agent_layer,
 )
+from service.environments.cache import ImageCache
 from service.store import environments as builds
 from service.store.jobs import building_jobs, fail_job, start_built_job
 from service.store.models import Job, Suite
@@ -40,6 +47,8 @@ from service.suites import SuiteError
 log = logging.getLogger("examhall.prepare")
 
 POLL_S = 2.0
+# How often the image cache is measured and kept under its limit, besides after each job.
+COLLECT_S = 300.0
 # Faults of ours in preparing one job (the store, the engine) before it is ended with them.
 MAX_FAULTS = 3
 
@@ -52,15 +61,26 @@ class EnvironmentPreparer:
         *,
         on_ready: Callable[[], None],
         poll_s: float = POLL_S,
+        cache: ImageCache | None = None,
     ) -> None:
         self.sessions = sessions
         self.builder = builder
         self.on_ready = on_ready
         self.poll_s = poll_s
+        self.cache = cache
+        self._collect_due = 0.0  # monotonic time of the next pass; 0: at once
         self._wake = threading.Event()
         self._faults: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        # team (None: admin) -> its lane's thread; a lane ends when its team has no job left
+        self._lanes: dict[str | None, threading.Thread] = {}
+        # job being prepared -> the event that stops its builds
+        self._cancels: dict[str, threading.Event] = {}
+        # job being prepared -> the images it has found or built so far, which the cache
+        # keeps until the job's trials name them
+        self._holding: dict[str, set[str]] = {}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="examhall-prepare", daemon=True)
@@ -69,8 +89,14 @@ class EnvironmentPreparer:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        with self._lock:
+            for cancel in self._cancels.values():
+                cancel.set()
+            lanes = list(self._lanes.values())
         if self._thread is not None:
             self._thread.join(timeout=5)
+        for lane in lanes:
+            lane.join(timeout=5)
 
     def wake(self) -> None:
         self._wake.set()
@@ -80,33 +106,86 @@ class EnvironmentPreparer:
             try:
                 with self.sessions() as session:
                     waiting = building_jobs(session)
-                for job_id in waiting:
-                    if self._stop.is_set():
-                        return
-                    self._prepare_guarded(job_id)
+                self._dispatch(waiting)
             except Exception:
                 log.exception("finding jobs to prepare failed; trying again")
+            if self.cache is not None and time.monotonic() >= self._collect_due:
+                self._collect(self.cache)
             self._wake.wait(self.poll_s)
             self._wake.clear()
+
+    def _dispatch(self, waiting: list[tuple[str, str | None]]) -> None:
+        """Stop the builds of jobs no longer waiting (cancelled), and give each team with a
+        waiting job a lane if it has none."""
+        building = {job_id for job_id, _ in waiting}
+        with self._lock:
+            for job_id, cancel in self._cancels.items():
+                if job_id not in building:
+                    cancel.set()
+            for team in dict.fromkeys(team for _, team in waiting):
+                lane = self._lanes.get(team)
+                if lane is not None and lane.is_alive():
+                    continue
+                lane = threading.Thread(
+                    target=self._lane, args=(team,), name=f"examhall-prepare-{team}", daemon=True
+                )
+                self._lanes[team] = lane
+                lane.start()
+
+    def _collect(self, cache: ImageCache) -> None:
+        self._collect_due = time.monotonic() + COLLECT_S
+        try:
+            with self.sessions() as session:
+                last_used, active = builds.image_uses(session)
+            with self._lock:
+                holding = set().union(*self._holding.values())
+            cache.collect(last_used, active | holding)
+        except Exception:
+            log.exception("keeping the image cache under its limit failed; trying again later")
+
+    def _lane(self, team: str | None) -> None:
+        """The team's waiting jobs, oldest first, until it has none."""
+        while not self._stop.is_set():
+            with self.sessions() as session:
+                mine = [job_id for job_id, owner in building_jobs(session) if owner == team]
+            if not mine:
+                return
+            for job_id in mine:
+                if self._stop.is_set():
+                    return
+                self._prepare_guarded(job_id)
+            if any(job_id in self._faults for job_id in mine):
+                self._stop.wait(self.poll_s)  # a fault of ours: not again at once
 
     def _prepare_guarded(self, job_id: str) -> None:
         """One job; a fault of ours (not a failed build) is retried a few times, then ends
         that job, so no job can stop the others from being prepared."""
+        cancel = threading.Event()
+        with self._lock:
+            self._cancels[job_id] = cancel
+            self._holding[job_id] = set()
         try:
-            self.prepare(job_id)
+            self.prepare(job_id, cancel)
         except Exception as exc:
             log.exception("preparing job %s failed", job_id)
             self._faults[job_id] = self._faults.get(job_id, 0) + 1
             if self._faults[job_id] >= MAX_FAULTS:
                 self._fail(job_id, f"Preparing the job failed {MAX_FAULTS} times: {exc}")
+        finally:
+            with self._lock:
+                self._cancels.pop(job_id, None)
+                self._holding.pop(job_id, None)
+            self._collect_due = 0.0  # the job may have added images: measure again
+            self._wake.set()
 
     def _building(self, job_id: str) -> bool:
         with self.sessions() as session:
             job = session.get(Job, job_id)
             return job is not None and job.status == JobStatus.BUILDING
 
-    def prepare(self, job_id: str) -> bool:
-        """Build what `job_id` needs and queue it; False when it did not start."""
+    def prepare(self, job_id: str, cancel: threading.Event | None = None) -> bool:
+        """Build what `job_id` needs and queue it; False when it did not start. Setting
+        `cancel` stops its builds."""
         with self.sessions() as session:
             job = session.get(Job, job_id)
             if job is None:
@@ -130,15 +209,19 @@ class EnvironmentPreparer:
             for case in spec.cases:
                 if not self._building(job_id):
                     return False  # cancelled meanwhile, or planned by another plane
-                built = self._build(sources[case]) if case in sources else None
+                built = self._build(sources[case], cancel) if case in sources else None
                 for variant in spec.arms:
                     if variant in agents:
-                        base = built or self._sandbox_environment()
+                        base = built or self._sandbox_environment(cancel)
                         layered = self._install(base, agents[variant])
+                        self._hold(job_id, base.ref, layered.ref)
                         images[(case, variant)] = (layered.ref, layered.digest)
                     elif built is not None:
                         images[(case, variant)] = (built.ref, built.digest)
+                        self._hold(job_id, built.ref)
         except EnvironmentBuildError as exc:
+            if cancel is not None and cancel.is_set():
+                return False  # cancelled: the job's status says so already
             return self._fail(job_id, str(exc))
         with self.sessions.begin() as session:
             started = start_built_job(session, job_id, images)
@@ -146,11 +229,16 @@ class EnvironmentPreparer:
             self.on_ready()
         return started
 
-    def _sandbox_environment(self) -> BuiltEnvironment:
+    def _hold(self, job_id: str, *refs: str) -> None:
+        with self._lock:
+            self._holding.setdefault(job_id, set()).update(refs)
+
+    def _sandbox_environment(self, cancel: threading.Event | None) -> BuiltEnvironment:
         """The bare sandbox as an environment, for an agent installed above a case that has
         none of its own (built once, like any environment)."""
         dockerfile = f"FROM {self.builder.sandbox_image}\n".encode()
-        return self._build(dockerfile_source("the sandbox image", {"Dockerfile": dockerfile}))
+        source = dockerfile_source("the sandbox image", {"Dockerfile": dockerfile})
+        return self._build(source, cancel)
 
     def _install(self, base: BuiltEnvironment, agent: AgentEnvironment) -> BuiltEnvironment:
         lines: list[str] = []
@@ -174,7 +262,7 @@ class EnvironmentPreparer:
             for case, described in (spec.environments or {}).items()
         }
 
-    def _build(self, source: EnvironmentSource) -> BuiltEnvironment:
+    def _build(self, source: EnvironmentSource, cancel: threading.Event | None) -> BuiltEnvironment:
         content_hash = self.builder.content_hash(source)
         try:
             with self.sessions.begin() as session:
@@ -183,7 +271,7 @@ class EnvironmentPreparer:
             pass  # another control plane is building it too: the engine's tag decides
         lines: list[str] = []
         try:
-            built = self.builder.build(source, lines.append)
+            built = self.builder.build(source, lines.append, cancel)
         except EnvironmentBuildError as exc:
             with self.sessions.begin() as session:
                 builds.failed(session, content_hash, exc.log or "\n".join(lines))
@@ -209,4 +297,10 @@ def make_preparer(
         return None
     client, sandbox_image = backend.build_engine()
     builder = EnvironmentBuilder(client, sandbox_image=sandbox_image)
-    return EnvironmentPreparer(sessions, builder, on_ready=on_ready)
+    limit = builder.settings.image_cache_gb
+    cache = ImageCache(
+        client,
+        [builder.repository, f"{builder.repository}-agent"],
+        limit_bytes=None if limit is None else int(limit * 1e9),
+    )
+    return EnvironmentPreparer(sessions, builder, on_ready=on_ready, cache=cache)

@@ -3,10 +3,14 @@ with the build's log (shown when a job's environment did not build)."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from service.domain.status import TrialStatus
 from service.store.clock import now
-from service.store.models import EnvironmentBuild
+from service.store.models import EnvironmentBuild, Trial
 
 # A log is kept to its end, where a failure is; the start is the context sent and pulled.
 MAX_LOG_CHARS = 256 * 1024
@@ -42,3 +46,28 @@ def failed(session: Session, content_hash: str, log: str) -> None:
 
 def build_log(session: Session, content_hash: str) -> EnvironmentBuild | None:
     return session.get(EnvironmentBuild, content_hash)
+
+
+def image_uses(session: Session) -> tuple[dict[str, datetime], set[str]]:
+    """Each environment image's last use (its latest trial, else its build), and the images
+    a queued or running trial names (for the image cache, service/environments/cache.py)."""
+    last: dict[str, datetime] = {}
+    built = select(EnvironmentBuild.image, EnvironmentBuild.finished_at).where(
+        EnvironmentBuild.image.is_not(None), EnvironmentBuild.finished_at.is_not(None)
+    )
+    used = (
+        select(Trial.image, func.max(func.coalesce(Trial.finished_at, Trial.started_at)))
+        .where(Trial.image.is_not(None))
+        .group_by(Trial.image)
+    )
+    for image, when in [*session.execute(built), *session.execute(used)]:
+        if image is not None and when is not None and (image not in last or when > last[image]):
+            last[image] = when
+    active = (
+        select(Trial.image)
+        .distinct()
+        .where(
+            Trial.image.is_not(None), Trial.status.in_([TrialStatus.QUEUED, TrialStatus.RUNNING])
+        )
+    )
+    return last, {image for image in session.scalars(active) if image is not None}

@@ -83,10 +83,13 @@ def create_job(
     return job
 
 
-def building_jobs(session: Session) -> list[str]:
-    """The jobs whose environments are waiting to be built, oldest first."""
-    query = select(Job.id).where(Job.status == JobStatus.BUILDING).order_by(Job.created_at)
-    return list(session.scalars(query))
+def building_jobs(session: Session) -> list[tuple[str, str | None]]:
+    """The jobs whose environments are waiting to be built, oldest first, each with its
+    team (None: an admin's)."""
+    query = (
+        select(Job.id, Job.team_id).where(Job.status == JobStatus.BUILDING).order_by(Job.created_at)
+    )
+    return [(job_id, team_id) for job_id, team_id in session.execute(query)]
 
 
 def start_built_job(

@@ -167,7 +167,7 @@ def test_declarative_environment_builds_runs_and_is_cached(
 
 
 def test_a_failing_step_names_the_source_the_step_and_the_log(
-    builder: Callable[..., EnvironmentBuilder],
+    builder: Callable[..., EnvironmentBuilder], docker_client: docker.DockerClient
 ) -> None:
     source = dockerfile(
         "broken", f"FROM {DEBIAN}\nRUN echo about-to-fail-{RUN} && exit 3\nRUN echo never"
@@ -180,7 +180,8 @@ def test_a_failing_step_names_the_source_the_step_and_the_log(
     assert f"about-to-fail-{RUN}" in message.split("Last build output:")[1]
     assert "returned a non-zero code: 3" in message
     assert caught.value.step == f"Step 2/4 : RUN echo about-to-fail-{RUN} && exit 3"
-    assert f"Step 1/4 : FROM {DEBIAN}" in caught.value.log
+    base = docker_client.images.get(DEBIAN).id
+    assert f"{DEBIAN} is {base} ({DEBIAN})\nStep 1/4 : FROM {base}" in caught.value.log
 
 
 def test_from_images_are_mapped_and_an_unknown_one_names_the_setting(

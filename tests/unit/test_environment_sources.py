@@ -3,6 +3,7 @@ map's syntax, the content hash's stability, and loading a build context from a d
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,60 @@ def test_platform_is_dropped_and_other_options_refused() -> None:
 def test_continuations_comments_and_the_escape_directive() -> None:
     text, images = mapped("# escape=`\nFROM `\n  # a comment\n  debian:trixie\nRUN echo a `\n b\n")
     assert images == [("debian:trixie", "local/debian-trixie")]
-    assert text == "# escape=`\nFROM local/debian-trixie\nRUN echo a `\n b\n"
+    # One instruction a line, continuations joined as the engine joins them.
+    assert text == "# escape=`\nFROM local/debian-trixie\nRUN echo a  b\n"
+
+
+def test_the_engine_reads_only_what_was_checked_bom_escape_and_hidden_from() -> None:
+    # Docker strips the BOM and obeys the directive: the continuation hides nothing from
+    # the parser, and what the engine gets has no continuation left to hide one.
+    hostile = "\ufeff# escape=`\nFROM debian:bookworm-slim\nRUN echo `\nFROM examhall/env:x\n"
+    text, images = mapped(hostile)
+    assert images == [("debian:bookworm-slim", "local/debian-bookworm-slim")]
+    assert text == "# escape=`\nFROM local/debian-bookworm-slim\nRUN echo FROM examhall/env:x\n"
+    # A form feed is no line break for the engine, so none for the parser either.
+    text, images = mapped("FROM a\nRUN echo \x0cFROM b\n")
+    assert [ref for ref, _ in images] == ["a"]
+    # A CRLF file reads as its LF twin.
+    assert mapped("FROM a\r\nRUN x \\\r\n y\r\n")[0] == "FROM local/a\nRUN x  y\n"
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "refused"),
+    [
+        ("FROM a\nRUN --mount=type=bind,from=examhall/env:x,target=/m cat /m\n", "line 2: RUN"),
+        ("FROM a\nRUN --network=host true\n", "line 2: RUN --network=host is refused"),
+        ("FROM a\nCOPY --link x /x\n", "line 2: COPY --link is refused"),
+        ("FROM a\nRUN <<EOF\nFROM examhall/env:x\nEOF\n", "line 2 uses a heredoc"),
+        ("FROM a\nFETCH x\n", "line 2 starts with 'FETCH'"),
+        ("RUN true\nFROM a\n", "line 1: RUN comes before the first FROM"),
+        ("FROM a AS x\nFROM a AS X\n", "second stage x"),
+        ("FROM a\nCOPY --from=0 /a /a\n", "COPY --from=0 names no earlier stage"),
+        ("FROM a\nCOPY --from=$X /a /a\n", "uses a variable"),
+        ("FROM a\nRUN echo \\\\\n", "ends with the escape character"),
+        ("# escape=x\nFROM a\n", "takes \\ or `"),
+        ("# Comment only\n", "no FROM"),
+    ],
+)
+def test_what_the_builder_must_not_do_is_refused_with_its_line(
+    dockerfile: str, refused: str
+) -> None:
+    with pytest.raises(EnvironmentProblem, match=re.escape(refused)):
+        mapped(dockerfile)
+
+
+def test_every_image_reference_goes_through_the_resolver() -> None:
+    # An 8-hex id prefix, a docker.io spelling, any case: the resolver decides them all.
+    text, images = mapped(
+        "FROM docker.io/examhall/env:abc AS one\nFROM a\nCOPY --from=0123abcd /s /s\n"
+        "COPY --from=ONE /t /t\nCOPY --from=0 /u /u\n"
+    )
+    assert images == [
+        ("docker.io/examhall/env:abc", "local/docker.io/examhall/env-abc"),
+        ("a", "local/a"),
+        ("0123abcd", "local/0123abcd"),
+    ]
+    assert "COPY --from=one /t /t\nCOPY --from=0 /u /u\n" in text
 
 
 def test_image_map_syntax_and_normalised_references() -> None:
@@ -237,27 +291,6 @@ def test_an_agent_environment_is_one_kind_with_the_prompt_in_its_command() -> No
 
 
 @pytest.mark.parametrize(
-    ("reference", "refused"),
-    [
-        ("examhall/env:0123456789ab", "another suite's environment"),
-        ("examhall/env-agent:0123456789ab", "another suite's environment"),
-        ("examhall/control-plane:latest", "another suite's environment"),
-        ("sha256:" + "a" * 64, "by its id"),
-        ("0123456789ab", "by its id"),
-        ("examhall/sandbox:latest", None),
-        ("examhall/debian-base:bookworm", None),
-        ("debian:bookworm-slim", None),
-        ("python:3.12-slim", None),
-    ],
-)
-def test_a_suite_may_not_build_on_the_boxs_own_images(reference: str, refused: str | None) -> None:
-    from service.environments.image_map import _private
-
-    problem = _private(reference)
-    assert (problem is None) if refused is None else (problem is not None and refused in problem)
-
-
-@pytest.mark.parametrize(
     "add",
     [
         "ADD https://example.com/tool.tar.gz /opt/",
@@ -269,7 +302,7 @@ def test_add_of_a_url_or_a_repository_is_refused(add: str) -> None:
     from service.environments.dockerfile import rewrite_images
     from service.environments.errors import EnvironmentProblem
 
-    with pytest.raises(EnvironmentProblem, match="ADD of a URL or a git repository"):
+    with pytest.raises(EnvironmentProblem, match="ADD takes only files of the build context"):
         rewrite_images(f"FROM debian:bookworm-slim\n{add}\n", lambda image: image)
 
 

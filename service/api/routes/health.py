@@ -14,6 +14,7 @@ from service.api.access import NOT_FOUND
 from service.api.auth import UNAUTHORIZED, Admin
 from service.api.context import Context, Ctx
 from service.backends.protocol import NodeStatus, SandboxError
+from service.environments.cache import CacheState
 from service.store.queries import ping
 
 router = APIRouter()
@@ -28,12 +29,22 @@ class NodeCounts(BaseModel):
     down: int = 0
 
 
+class ImageCacheView(BaseModel):
+    """The built environments and agent layers on the box, as last measured."""
+
+    images: int
+    bytes: int
+    limit_bytes: int | None
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     database: str
     docker: str
     # All zero when the backend cannot be asked, which `docker` then says.
     nodes: NodeCounts = NodeCounts()
+    # None where this plane builds no environments (a backend that runs no task suites).
+    image_cache: ImageCacheView | None = None
 
 
 @router.get(
@@ -44,7 +55,7 @@ class Health(BaseModel):
 )
 def prometheus(c: Ctx, _admin: Admin) -> PlainTextResponse:
     with c.sessions() as session:
-        body = metrics.render(session, c.scheduler.running_count(), _nodes(c))
+        body = metrics.render(session, c.scheduler.running_count(), _nodes(c), _image_cache(c))
     return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
 
 
@@ -59,10 +70,20 @@ def healthz(c: Ctx) -> JSONResponse:
     healthy = all(v == "ok" for v in checks.values())
     states = Counter(n.state for n in _nodes(c))
     nodes = NodeCounts(ready=states["ready"], drained=states["drained"], down=states["down"])
-    return JSONResponse(
-        Health(status="ok" if healthy else "unavailable", nodes=nodes, **checks).model_dump(),
-        status_code=200 if healthy else 503,
+    cache = _image_cache(c)
+    view = None
+    if cache is not None:
+        view = ImageCacheView(images=cache.images, bytes=cache.bytes, limit_bytes=cache.limit_bytes)
+    health = Health(
+        status="ok" if healthy else "unavailable", nodes=nodes, image_cache=view, **checks
     )
+    return JSONResponse(health.model_dump(), status_code=200 if healthy else 503)
+
+
+def _image_cache(c: Context) -> CacheState | None:
+    if c.preparer is None or c.preparer.cache is None:
+        return None
+    return c.preparer.cache.state
 
 
 def _nodes(c: Context) -> list[NodeStatus]:

@@ -5,13 +5,18 @@ plane's image and task environments' pip requirements."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+import docker.errors
 
+from service.backends.docker.capped import CappedRunError, Caps, run_capped
 from service.backends.docker.debian_base import ImageBuildError, Progress
 
 # What manylinux wheels an image takes: the oldest policy any current wheel is built for,
@@ -24,27 +29,48 @@ _PROBE = (
 )
 
 
+# For the box's own images (the sandbox's base); a team's image is probed under its build's.
+OWN_IMAGE_CAPS = Caps(memory=512 * 1024 * 1024, pids=64, cpu_shares=1024, timeout_s=60)
+
+
+@dataclass(frozen=True)
+class ImagePython:
+    version: str  # `major.minor`, which the wheels to install must match
+    glibc: str | None  # `major.minor` of the glibc it runs on (None: not glibc)
+
+
+def image_python(
+    client: docker.DockerClient,
+    image: str,
+    python: str = "python3",
+    caps: Caps = OWN_IMAGE_CAPS,
+    cancel: threading.Event | None = None,
+) -> ImagePython:
+    """What the image's `python` is, from one capped run of it (capped.py); ImageBuildError
+    if it does not run."""
+    try:
+        ran = run_capped(client, image, [python, "-I", "-c", _PROBE], caps, cancel=cancel)
+    except CappedRunError as exc:
+        raise ImageBuildError(f"running {python} in the image failed: {exc}") from exc
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"{python} does not run in the image ({exc.explanation})") from exc
+    lines = [*ran.output.splitlines(), "", ""]
+    if ran.status != 0 or not re.fullmatch(r"\d+\.\d+", lines[0]):
+        raise ImageBuildError(
+            f"{python} in the image exits {ran.status}: {ran.output[-300:].strip()}"
+        )
+    glibc = lines[1].removeprefix("glibc ").strip()
+    return ImagePython(lines[0], glibc or None)
+
+
 def python_version(client: docker.DockerClient, image: str, python: str = "python3") -> str:
-    """The `major.minor` of the image's `python`, which the wheels to install must match."""
-    return _probe(client, image, python)[0]
+    """The `major.minor` of one of the box's own images' `python`."""
+    return image_python(client, image, python).version
 
 
 def image_glibc(client: docker.DockerClient, image: str, python: str = "python3") -> str | None:
-    """The `major.minor` of the glibc the image's `python` runs on (None: not glibc)."""
-    found = _probe(client, image, python)[1].removeprefix("glibc ").strip()
-    return found or None
-
-
-def _probe(client: docker.DockerClient, image: str, python: str) -> list[str]:
-    output = client.containers.run(
-        image,
-        entrypoint=[python, "-I", "-c", _PROBE],
-        user="0:0",
-        network_mode="none",
-        remove=True,
-    )
-    lines = bytes(output).decode().splitlines()
-    return [*lines, "", ""][:2]
+    """The glibc one of the box's own images' `python` runs on."""
+    return image_python(client, image, python).glibc
 
 
 def manylinux_platforms(glibc: str | None, machine: str = "x86_64") -> list[str]:

@@ -1,0 +1,233 @@
+"""A team's build, as a hostile team would write it, on the real engine: it cannot name another
+team's image however it spells it, cannot make the engine fetch from the host's network,
+runs every probe of its image under the build's caps and deadline, stops on a cancel, and
+leaves no layer when it fails.
+
+The victim is an environment of this run's own repository holding a root-only secret; every
+image made here is tagged in that repository or removed by id, and every source carries the
+run's id, so no test reuses another run's environment."""
+
+from __future__ import annotations
+
+import http.server
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import docker
+import docker.errors
+import pytest
+
+from service.backends.docker.capped import CAPPED_LABEL, CappedRunError, Caps, run_capped
+from service.environments import (
+    BuiltEnvironment,
+    EnvironmentBuilder,
+    EnvironmentBuildError,
+    EnvironmentSource,
+    dockerfile_source,
+)
+from service.settings import Settings
+
+pytestmark = pytest.mark.docker
+
+RUN = uuid.uuid4().hex[:10]
+REPOSITORY = f"examhall-test-{RUN}/env"
+DEBIAN = "examhall/debian-base:bookworm"
+SECRET = f"victim-secret-{RUN}"
+_LAYER = re.compile(r"^ ---> ([0-9a-f]{12,64})$", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def builder(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[EnvironmentBuilder]:
+    yield EnvironmentBuilder(
+        docker_client,
+        sandbox_image=sandbox_image,
+        settings=Settings(debian_suite="bookworm", build_timeout_s=120),
+        repository=REPOSITORY,
+    )
+    for image in docker_client.images.list(name=REPOSITORY):
+        for tag in image.tags:
+            docker_client.images.remove(tag, force=True)
+
+
+def source(name: str, text: str, timeout_s: float | None = None) -> EnvironmentSource:
+    made = dockerfile_source(
+        f"suite isolation, task {name}",
+        {"Dockerfile": f"{text}\nLABEL examhall.test-run={RUN}\n".encode()},
+    )
+    return EnvironmentSource(made.name, made.files, None, timeout_s)
+
+
+@pytest.fixture(scope="module")
+def victim(builder: EnvironmentBuilder) -> BuiltEnvironment:
+    """Another team's environment: its secret is readable by root alone."""
+    return builder.build(
+        source("victim", f"FROM {DEBIAN}\nRUN echo {SECRET} > /secret && chmod 0600 /secret"),
+        lambda _: None,
+    )
+
+
+def refused_or_blind(builder: EnvironmentBuilder, text: str) -> str:
+    """Build `text`; it must fail, and nothing it printed may hold the victim's secret."""
+    lines: list[str] = []
+    with pytest.raises(EnvironmentBuildError) as caught:
+        builder.build(source(f"attack-{uuid.uuid4().hex[:6]}", text), lines.append)
+    printed = "\n".join(lines) + str(caught.value) + (caught.value.log or "")
+    assert SECRET not in printed
+    return printed
+
+
+def test_another_teams_image_cannot_be_named_by_any_spelling(
+    builder: EnvironmentBuilder, victim: BuiltEnvironment, docker_client: docker.DockerClient
+) -> None:
+    # Its name behind the default registry (the old check matched the raw string).
+    message = refused_or_blind(builder, f"FROM docker.io/{victim.ref}\nRUN cat /secret")
+    assert "not one its builds may use" in message
+    # Its id, by the short prefix the old check let through, and in full.
+    short = victim.digest.removeprefix("sha256:")[:8]
+    for name in (short, victim.digest):
+        message = refused_or_blind(
+            builder, f"FROM {DEBIAN}\nCOPY --from={name} /secret /stolen\nRUN cat /stolen"
+        )
+        assert f"the image {name} is not present on this box or not one" in message
+    # A BOM before the escape directive: Docker obeys it, so a continuation swallows the
+    # next line. The engine now gets what the parser read: `RUN echo FROM victim`, then a
+    # `cat` in the Debian stage, where there is no secret.
+    hostile = f"\ufeff# escape=`\nFROM {DEBIAN}\nRUN echo `\nFROM {victim.ref}\nRUN cat /secret"
+    message = refused_or_blind(builder, hostile)
+    assert "RUN echo FROM " in message and "No such file or directory" in message
+
+
+def test_add_of_a_url_is_refused_in_every_spelling_before_the_engine_fetches(
+    builder: EnvironmentBuilder,
+) -> None:
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"host-only data")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/metadata"
+    try:
+        for add in (
+            f'ADD ["{url}", "/x"]',
+            f"ADD {url} /x",
+            f"add\t{url.upper()} /x",
+            f"ADD {url.replace('://', chr(92) + '://')} /x",
+            f"ARG U={url}\nADD $U /x",
+        ):
+            message = refused_or_blind(builder, f"FROM {DEBIAN}\n{add}\nRUN cat /x")
+            assert "ADD takes only files of the build context" in message
+        assert hits == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_capped_run_has_no_capabilities_network_or_room(
+    docker_client: docker.DockerClient,
+) -> None:
+    caps = Caps(memory=64 * 1024 * 1024, pids=16, cpu_shares=512, timeout_s=60)
+    script = (
+        "grep CapEff /proc/self/status; echo $(ls /sys/class/net);"
+        "head -c 256m /dev/zero | tail > /dev/null; echo tail=$?;"
+        "for i in $(seq 40); do sleep 5 & done; echo all-forked"
+    )
+    ran = run_capped(docker_client, DEBIAN, ["/bin/sh", "-c", script], caps)
+    assert "CapEff:\t0000000000000000" in ran.output
+    assert ran.output.splitlines()[1] == "lo"  # no network but loopback
+    assert "tail=137" in ran.output  # killed at the memory cap
+    assert "Cannot fork" in ran.output and "all-forked" not in ran.output
+
+
+def test_a_capped_run_that_hangs_ends_at_its_deadline_or_cancel(
+    docker_client: docker.DockerClient,
+) -> None:
+    def ours() -> list[object]:
+        return docker_client.containers.list(
+            all=True, sparse=True, filters={"label": f"{CAPPED_LABEL}-test={RUN}"}
+        )
+
+    caps = Caps(memory=64 * 1024 * 1024, pids=16, cpu_shares=512, timeout_s=3)
+    labels = {f"{CAPPED_LABEL}-test": RUN}
+    started = time.monotonic()
+    with pytest.raises(CappedRunError, match="ran past its 3 s"):
+        run_capped(docker_client, DEBIAN, ["sleep", "infinity"], caps, labels=labels)
+    assert time.monotonic() - started < 20
+    assert ours() == []
+
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    started = time.monotonic()
+    long = Caps(caps.memory, caps.pids, caps.cpu_shares, timeout_s=300)
+    with pytest.raises(CappedRunError, match="cancelled"):
+        run_capped(docker_client, DEBIAN, ["sleep", "infinity"], long, labels=labels, cancel=cancel)
+    assert time.monotonic() - started < 20
+    assert ours() == []
+
+
+def test_a_probe_that_hangs_is_bounded_by_the_builds_deadline(
+    builder: EnvironmentBuilder,
+) -> None:
+    # The task's python3 never answers: the probe that reads it is held to the build's 15 s.
+    fake = "/usr/local/bin/python3"
+    hang = f"FROM {DEBIAN}\nRUN printf '#!/bin/sh\\nsleep 100000\\n' > {fake} && chmod +x {fake}"
+    started = time.monotonic()
+    with pytest.raises(EnvironmentBuildError, match="probing the image failed: it ran past"):
+        builder.build(source("hanging-python", hang, timeout_s=15), lambda _: None)
+    assert time.monotonic() - started < 60
+
+
+def layers_of(error: EnvironmentBuildError) -> list[str]:
+    return _LAYER.findall(error.log or "")
+
+
+def test_a_failed_or_cancelled_build_leaves_no_layer(
+    builder: EnvironmentBuilder, docker_client: docker.DockerClient
+) -> None:
+    base = docker_client.images.get(DEBIAN).id
+    failing = f"FROM {DEBIAN}\nRUN head -c 8m /dev/urandom > /big-{RUN}\nRUN exit 3"
+    with pytest.raises(EnvironmentBuildError, match="non-zero code: 3") as caught:
+        builder.build(source("fails", failing), lambda _: None)
+    made = [
+        layer
+        for layer in layers_of(caught.value)
+        if not base.removeprefix("sha256:").startswith(layer)
+    ]
+    assert made, caught.value.log
+    for layer in made:
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(layer)
+
+    cancel = threading.Event()
+    running: list[str] = []  # cancelled in the last step, once the one before it is a layer
+
+    def progress(line: str) -> None:
+        if "RUN sleep 300" in line and not running:
+            running.append(line)
+            threading.Timer(1.0, cancel.set).start()
+
+    slow = f"FROM {DEBIAN}\nRUN echo {uuid.uuid4().hex} > /mark\nRUN sleep 300"
+    started = time.monotonic()
+    with pytest.raises(EnvironmentBuildError, match="cancelled") as caught:
+        builder.build(source("cancelled", slow), progress, cancel)
+    assert time.monotonic() - started < 60
+    made = [
+        layer
+        for layer in layers_of(caught.value)
+        if not base.removeprefix("sha256:").startswith(layer)
+    ]
+    assert made, caught.value.log
+    for layer in made:
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(layer)

@@ -1,0 +1,111 @@
+"""Builds on a shared box, over HTTP: one team's build that hangs holds no other team's job
+(a job whose environments are all built is queued in under a second), a cancel stops the
+hanging build and its container, and /healthz and /metrics show the image cache."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import docker
+import httpx
+import pytest
+
+from tests.docker.conftest import Server
+
+pytestmark = pytest.mark.docker
+
+RUN = uuid.uuid4().hex[:10]
+
+
+def task_suite(dockerfile: str) -> bytes:
+    files = {
+        "only/task.toml": b"[verifier]\ntimeout_sec = 30\n",
+        "only/instruction.md": b"Nothing to do.",
+        "only/tests/test.sh": b"echo 0 > /logs/verifier/reward.txt\n",
+        "only/environment/Dockerfile": dockerfile.encode(),
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def submit(client: httpx.Client, dockerfile: str, name: str) -> dict[str, Any]:
+    uploaded = client.post(
+        f"/v1/suites?name={name}",
+        content=task_suite(dockerfile),
+        headers={"Content-Type": "application/gzip"},
+    )
+    assert uploaded.status_code in (200, 201), uploaded.text
+    created = client.post(
+        "/v1/jobs", json={"suite": uploaded.json()["id"], "variants": {"nop": {"agent": "nop"}}}
+    )
+    assert created.status_code == 201, created.text
+    job: dict[str, Any] = created.json()
+    return job
+
+
+def status(client: httpx.Client, job_id: str) -> str:
+    found: str = client.get(f"/v1/jobs/{job_id}").json()["status"]
+    return found
+
+
+def test_a_hanging_build_holds_no_other_teams_job_and_stops_on_cancel(
+    start_server: Callable[..., Server], docker_client: docker.DockerClient
+) -> None:
+    server = start_server()
+    hanging = server.as_team(server.team_token(f"hangs-{RUN}"))
+    other = server.as_team(server.team_token(f"waits-{RUN}"))
+    cached = f"FROM debian:bookworm-slim\nWORKDIR /app\nLABEL examhall.test-run={RUN}\n"
+
+    # The other team's environment, built once.
+    first = submit(other, cached, "cached")
+    server.wait(first["id"], timeout=600)
+    # ... and counted in the box's image cache, measured once the job was prepared.
+    deadline = time.monotonic() + 30
+    while not (server.http.get("/healthz").json()["image_cache"] or {}).get("images"):
+        assert time.monotonic() < deadline, "the image cache was never measured"
+        time.sleep(0.2)
+    cache = server.http.get("/healthz").json()["image_cache"]
+    assert cache["bytes"] > 0 and cache["limit_bytes"] == 50 * 10**9
+    metrics = server.http.get("/metrics").text
+    assert f"examhall_image_cache_limit_bytes {50 * 10**9}" in metrics
+    assert "examhall_image_cache_bytes " in metrics
+
+    marker = f"examhall-hang-{RUN}"
+    stuck = submit(hanging, f"FROM debian:bookworm-slim\nRUN sleep 3000 && echo {marker}", "stuck")
+
+    def build_containers() -> list[str]:
+        return [
+            str(c.id)
+            for c in docker_client.containers.list(all=True, ignore_removed=True)
+            if marker in " ".join(c.attrs["Config"].get("Cmd") or [])
+        ]
+
+    deadline = time.monotonic() + 120
+    while not build_containers():
+        assert time.monotonic() < deadline, "the hanging build never started"
+        time.sleep(0.2)
+
+    started = time.monotonic()
+    again = submit(other, cached, "cached")
+    while status(other, again["id"]) == "building":
+        assert time.monotonic() - started < 1.0, "a cached job waited behind another team's"
+        time.sleep(0.02)
+    assert status(hanging, stuck["id"]) == "building"
+
+    cancelled = hanging.delete(f"/v1/jobs/{stuck['id']}")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    deadline = time.monotonic() + 30
+    while build_containers():
+        assert time.monotonic() < deadline, "the cancelled build's container is still there"
+        time.sleep(0.2)
+    server.wait(again["id"])
