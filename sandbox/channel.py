@@ -14,6 +14,7 @@ from typing import BinaryIO
 
 from sandbox import digests
 from sandbox.protocol import (
+    MAX_ARTIFACT_BYTES,
     MAX_LINE_BYTES,
     ArtifactMessage,
     Event,
@@ -56,6 +57,12 @@ class Channel:
         self.send_line(line)
 
     def artifact(self, name: str, content: bytes) -> None:
+        """Send one artifact. Content past MAX_ARTIFACT_BYTES is cut, with a note of what was
+        cut, rather than sent as a line the control plane must refuse; callers that need a
+        cut on their own boundaries (the session's lines) make it first."""
+        if len(content) > MAX_ARTIFACT_BYTES:
+            note = f"\n[artifact cut: {len(content)} bytes, more than one message carries]\n"
+            content = content[: MAX_ARTIFACT_BYTES - len(note)] + note.encode()
         self.send(
             ArtifactMessage(
                 name=name,

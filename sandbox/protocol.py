@@ -355,6 +355,10 @@ WorkerMessage = StepMessage | EventMessage | ArtifactMessage | ResultMessage | C
 
 # Longest line either side accepts; a larger line is a protocol fault, not a memory hazard.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+# The most content one artifact message carries: base64 takes 4 bytes for every 3, and the
+# rest of the message (name, digest, size, keys) fits well within the 64 KiB kept aside, so
+# an artifact's line never passes MAX_LINE_BYTES.
+MAX_ARTIFACT_BYTES = (MAX_LINE_BYTES - 64 * 1024) // 4 * 3
 
 
 def encode(message: object) -> bytes:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from sandbox import limits, privilege, workspace
 from sandbox.channel import Channel
 from sandbox.protocol import (
+    MAX_ARTIFACT_BYTES,
     MAX_LINE_BYTES,
     WORKSPACE_DIR,
     CasesMessage,
@@ -59,6 +60,8 @@ AGENT_STEPS = frozenset({"run_agent", "judge"})
 # notes of the cap it hit, and the supervisor's events.
 CAP_SLACK_EVENTS = 16
 CAP_SLACK_BYTES = 1024 * 1024
+# Room under the session artifact's cap for its last line, the note that it was cut.
+SESSION_NOTE_BYTES = 1024
 # How often the agent's processes are put back first in line for the OOM killer.
 OOM_PIN_INTERVAL_S = 0.2
 
@@ -367,8 +370,44 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
         run.result(result)
     elif run.held is not None and spec is not None and spec.task is not None:
         channel.send_line(run._completed(_verified(run, spec, run.held)))
-    session = "".join(json.dumps(event, separators=(",", ":")) + "\n" for event in run.events)
-    channel.artifact("session.jsonl", session.encode())
+    # Bound as the events are, and never past what one channel line carries: a session the
+    # control plane had to refuse would lose the transcript and stall the channel.
+    cap = min(run.max_event_bytes, MAX_ARTIFACT_BYTES)
+    channel.artifact("session.jsonl", session_jsonl(run.events, cap))
+
+
+def _event_line(event: Any) -> bytes:
+    """One event as a session line, in UTF-8 as the channel carries it: json's ASCII escapes
+    would take 12 bytes for each 4-byte character, and so the session 3 times its events."""
+    try:
+        text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        text = json.dumps(jsonable(event), separators=(",", ":"), ensure_ascii=False)
+    # A lone surrogate (a \ud800 escape in a line of the child's) stays that JSON escape.
+    return text.encode("utf-8", "backslashreplace") + b"\n"
+
+
+def session_jsonl(events: list[Any], cap: int) -> bytes:
+    """The session artifact: one event a line, at most `cap` bytes. Past the cap the first
+    events are kept whole and a last line (a lifecycle event) says how many were left out;
+    the same events always give the same bytes."""
+    lines = [_event_line(event) for event in events]
+    if sum(map(len, lines)) <= cap:
+        return b"".join(lines)
+    kept = 0
+    size = 0
+    room = max(0, cap - SESSION_NOTE_BYTES)
+    while kept < len(lines) and size + len(lines[kept]) <= room:
+        size += len(lines[kept])
+        kept += 1
+    note = LifecycleEvent(
+        step="session_cut",
+        detail=(
+            f"The session keeps its first {kept} of {len(events)} events, {size} bytes of "
+            f"its cap of {cap}; every event was sent to the control plane as an event too."
+        ),
+    )
+    return b"".join(lines[:kept]) + _event_line(jsonable(note))
 
 
 def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict[str, Any]:
@@ -441,7 +480,7 @@ def _relay(read_fd: int, to_child: _ChildInput, run: _Supervision, child: int) -
                 message = json.loads(line)
                 if not isinstance(message, dict):
                     raise ValueError("not a JSON object")
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
                 run.broken = f"The worker sent a line that is not a protocol message ({exc})."
                 _end(child)
                 break

@@ -8,21 +8,23 @@ recorded on the run for `settle` to judge.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sandbox.graded import JudgeCallMessage
-from sandbox.protocol import WorkerMessage, encode
+from sandbox.protocol import MAX_LINE_BYTES, WorkerMessage, encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from service.backends.protocol import Sandbox, SandboxError
 from service.launch.worker_lines import ChannelError, parse_worker_line
 
-MAX_LINE_BYTES = 64 * 1024 * 1024
 # After a kill, how long the channel and the exit state get to settle.
 KILL_GRACE_S = 10.0
 WAIT_S = 30.0
+
+log = logging.getLogger(__name__)
 
 OnMessage = Callable[[WorkerMessage], None]
 # Answers the agent's model calls and the judge model's (`launch.judging.route_calls`).
@@ -103,6 +105,7 @@ def converse(
             errors.append(f"Could not send a model reply: {exc}")
 
     lines = _Lines(on_line)
+    broken = threading.Event()
 
     def reader() -> None:
         try:
@@ -110,6 +113,7 @@ def converse(
                 lines.feed(chunk)
         except (OSError, ValueError) as exc:
             errors.append(f"The channel broke: {exc}")
+            broken.set()
 
     thread = threading.Thread(target=reader, name="examhall-channel", daemon=True)
     thread.start()
@@ -122,6 +126,12 @@ def converse(
         run.timed_out = True
         sandbox.kill()
         thread.join(timeout=KILL_GRACE_S)
+    elif broken.is_set():
+        # Nothing reads the worker any more: left running, it would block on its next write
+        # until the deadline, and the engine's removal with it. What arrived stands (`settle`
+        # keeps a result received before the break).
+        log.warning("sandbox %s: %s; killing it", sandbox.id, errors[-1])
+        sandbox.kill()
     channel.close()
     try:
         ended = sandbox.wait(WAIT_S)

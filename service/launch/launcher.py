@@ -6,6 +6,7 @@ scheduler stops them (a cancel, a shutdown) and the reaper spares them through i
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,8 @@ from service.backends.protocol import (
     SandboxError,
 )
 from service.launch.conversation import OnMessage, OnModelCall, SandboxRun, converse
+
+log = logging.getLogger(__name__)
 
 
 class Launcher:
@@ -39,7 +42,9 @@ class Launcher:
         on_model_call: OnModelCall | None = None,
     ) -> SandboxRun:
         """Run one worker to its end (or the deadline); the sandbox is removed in every case.
-        Never raises for the sandbox's faults: they come back on the run."""
+        Never raises for the sandbox's faults: they come back on the run. Nor for its
+        cleanup's: what the worker reported stands even when the engine is too slow to
+        remove the sandbox (the reaper removes it later)."""
         run = SandboxRun()
         sandbox: Sandbox | None = None
         with self._lock:
@@ -57,21 +62,32 @@ class Launcher:
                 self._running[launch.trial_id] = sandbox
                 stopped = launch.trial_id in self._stopped
             if stopped:
-                sandbox.kill()
+                _kill(sandbox)
             run.started_at = time.monotonic()
-            converse(
-                sandbox,
-                request,
-                run,
-                deadline_s=deadline_s,
-                on_message=on_message,
-                on_model_call=on_model_call,
-            )
+            try:
+                converse(
+                    sandbox,
+                    request,
+                    run,
+                    deadline_s=deadline_s,
+                    on_message=on_message,
+                    on_model_call=on_model_call,
+                )
+            except Exception as exc:
+                # A fault of ours or the backend's past the start: what was collected is
+                # kept, and `settle` judges the run as one whose channel broke.
+                log.exception("trial %s: the conversation failed", launch.trial_id)
+                run.channel_error = f"The control plane's conversation failed: {exc!r}"
             return run
         finally:
             t1 = time.monotonic()
             if sandbox is not None:
-                sandbox.remove()
+                try:
+                    sandbox.remove()
+                except Exception:
+                    # The protocol says remove never raises; a backend that does must not
+                    # turn the trial's result into an error. The reaper removes it later.
+                    log.exception("trial %s: its sandbox was not removed", launch.trial_id)
             run.timings["teardown"] = time.monotonic() - t1
             run.ended_at = time.monotonic()
             with self._lock:
@@ -90,7 +106,7 @@ class Launcher:
                 t for t, s in self._running.items() if t in trial_ids and s is None
             )
         for sandbox in sandboxes:
-            sandbox.kill()
+            _kill(sandbox)
 
     def stop_all(self) -> None:
         self.stop(self.running_trials())
@@ -105,3 +121,11 @@ class Launcher:
             return [f for f in found if f.trial_id not in running and remove(f)]
 
         return self.backend.reap(policy)
+
+
+def _kill(sandbox: Sandbox) -> None:
+    """Kill a sandbox without letting a backend's error out (its removal follows anyway)."""
+    try:
+        sandbox.kill()
+    except Exception:
+        log.exception("sandbox %s: the kill failed", sandbox.id)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import subprocess
+import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import docker
 import docker.errors
@@ -16,15 +20,18 @@ import pytest
 import requests
 from sqlalchemy import select
 
+from sandbox.protocol import Event, ModelRef, RunSpec
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
 from service.backends.docker.seccomp import profile_json
 from service.backends.protocol import LaunchSpec, SandboxError
 from service.launch.launcher import Launcher
+from service.launch.trial import run_trial
 from service.owners import owner_gone
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Trial
 from service.store.planes import beat
+from service.suites import load_suite
 from tests.store.conftest import submit
 
 pytestmark = pytest.mark.docker
@@ -182,4 +189,90 @@ def test_a_start_the_client_gave_up_on_is_an_infra_error_and_leaves_no_container
     with pytest.raises(SandboxError, match="read timed out"):
         backend.start(LaunchSpec("times-out", "job"))
     left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_TRIAL}=times-out"})
+    assert left == []
+
+
+class _EngineThatHoldsRemovals:
+    """A relay on a loopback port to the real engine that, once armed, never answers a
+    DELETE (it is not even passed on): a removal that outlasts the client's read timeout,
+    as on a busy engine, for which docker-py lets requests' ReadTimeout through."""
+
+    def __init__(self, engine: docker.DockerClient) -> None:
+        # docker-py keeps a local engine's socket path on its adapter, a TCP one in the URL.
+        path = getattr(getattr(engine.api, "_custom_adapter", None), "socket_path", None)
+        url = urlsplit(engine.api.base_url)
+        self._upstream: str | tuple[str | None, int | None] = path or (url.hostname, url.port)
+        self.armed = threading.Event()
+        self.held: list[socket.socket] = []
+        self._open: list[socket.socket] = []
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"tcp://127.0.0.1:{self._server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # closed
+            while True:
+                client, _ = self._server.accept()
+                family = socket.AF_UNIX if isinstance(self._upstream, str) else socket.AF_INET
+                upstream = socket.socket(family)
+                upstream.connect(self._upstream)
+                self._open += [client, upstream]
+                threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if self.armed.is_set() and data.startswith(b"DELETE "):
+                    self.held.append(source)  # kept open, never answered
+                    return
+                target.sendall(data)
+            target.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._server.close()
+        for opened in self._open:
+            opened.close()
+
+
+def test_a_removal_that_times_out_after_the_result_keeps_the_result(
+    sandbox_image: str, docker_client: docker.DockerClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27: the worker's result is in, then the engine does not answer the removal in
+    time. The run still returns, with its result, and the container is left to the reaper."""
+    relay = _EngineThatHoldsRemovals(docker_client)
+    client = docker.DockerClient(
+        base_url=relay.url, version=docker_client.api.api_version, timeout=5
+    )
+    scope = f"tests-{uuid.uuid4().hex[:12]}"
+    launcher = Launcher(DockerBackend(DockerSettings(image=sandbox_image, scope=scope), client))
+    spec = RunSpec(
+        trial_id=f"slow-removal-{uuid.uuid4().hex[:8]}",
+        suite=load_suite("evals/smoke.py"),
+        case_id="create-greeting",
+        model=ModelRef.parse("faux/solution"),
+    )
+
+    def engine_goes_slow(event: Event) -> None:
+        relay.armed.set()  # started by now: only the removal is left to hold
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="service.backends.docker.backend"):
+            record = run_trial(
+                launcher, spec, job_id="tests", deadline_s=60, on_event=engine_goes_slow
+            )
+    finally:
+        # The reaper, on an engine that answers: the same scope, so only this test's.
+        reaper = DockerBackend(DockerSettings(image=sandbox_image, scope=scope), docker_client)
+        reaped = reaper.reap(lambda found: list(found))
+        client.close()
+        relay.close()
+    assert record.result.outcome == "passed", record.result
+    assert record.sandbox is not None and record.sandbox.exit_code == 0
+    assert relay.held, "the removal reached the relay and was held"
+    assert any("was not removed (ReadTimeout" in r.getMessage() for r in caplog.records)
+    assert reaped == [spec.trial_id]
+    left = docker_client.containers.list(
+        all=True, filters={"label": f"{LABEL_TRIAL}={spec.trial_id}"}
+    )
     assert left == []

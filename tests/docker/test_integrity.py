@@ -14,7 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle
+from sandbox.protocol import MAX_LINE_BYTES, Limits, ModelRef, RunSpec, SuiteBundle
 from service.backends.docker import DockerBackend, DockerSettings
 from service.backends.protocol import Resources
 from service.launch.launcher import Launcher
@@ -110,6 +110,23 @@ def test_the_transcript_is_capped_in_events(trial: Callable[..., TrialRecord]) -
     # The cap, and the worker's note of it; the supervisor's own notes are not the agent's.
     worker_events = [e for e in record.events if getattr(e, "step", "") != "oom_protection"]
     assert len(worker_events) == 61
+
+
+def test_an_emoji_read_flood_is_scored_and_its_session_kept(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    """Issue 27: under every cap, yet an ASCII-escaped session of it would pass the channel's
+    line limit; the trial must still be scored, with the supervisor's session kept."""
+    record = attack(trial, "emoji-read-flood", deadline_s=240)
+    assert record.result.outcome == "failed", record.result
+    reads = [e for e in record.events if e.type == "tool_result" and e.name == "read"]
+    assert len(reads) == 420 and all(not e.error for e in reads)
+    session = record.artifacts["session.jsonl"]
+    # The supervisor's own session, its events in UTF-8 (the control plane rebuilds one from
+    # the events it got only when none arrived); 4 bytes a character keep it under a line.
+    assert "\U0001f600".encode() * 63 in session
+    assert len(session) < MAX_LINE_BYTES * 3 // 4
+    assert sum(b'"tool_result"' in line for line in session.splitlines()) == 420
 
 
 def test_a_quiet_tool_call_longer_than_the_clients_read_timeout_is_not_an_infra_error(

@@ -27,6 +27,11 @@ HOGS = (
     'x = bytearray(6 << 20); time.sleep(40)" & done; sleep 30; echo survived'
 )
 CHATTY = "python3 -c \"print('x' * 65536)\""
+# 64 KiB of four-byte characters, all of it within one read's output cap: 7 turns of 60 reads
+# stay under every cap of the transcript, but an ASCII-escaped session of them (12 bytes a
+# character) would not fit the channel's line once base64 encoded.
+EMOJI = ("\U0001f600" * 63 + "\n") * 259
+EMOJI_READS = faux.calls(*[("read", {"path": "emoji.txt"}) for _ in range(60)])
 
 CASES = [
     Case(
@@ -100,6 +105,14 @@ CASES = [
         tools=("bash",),
         judges=[NEVER],
         scripts={"attack": [*[faux.bash(CHATTY) for _ in range(400)], faux.text("Done.")]},
+    ),
+    Case(
+        id="emoji-read-flood",
+        input="Read emoji.txt, many times.",
+        tools=("read",),
+        files={"emoji.txt": EMOJI},
+        judges=[NEVER],
+        scripts={"attack": [*[EMOJI_READS for _ in range(7)], faux.text("Done.")]},
     ),
     Case(
         id="quiet-for-long",

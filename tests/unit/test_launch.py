@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from sandbox.conversation import ModelRequest, UserMessage
 from sandbox.protocol import (
+    MAX_LINE_BYTES,
     EventMessage,
     LifecycleEvent,
     ModelRef,
@@ -21,7 +22,7 @@ from sandbox.protocol import (
     TrialResult,
 )
 from sandbox.relay import ModelCallMessage, ModelReplyMessage
-from service.backends.fake import FakeBackend, FakeWorker, WorkerFunction
+from service.backends.fake import KILLED_EXIT, FakeBackend, FakeWorker, WorkerFunction
 from service.backends.protocol import FoundSandbox, LaunchSpec, SandboxExit
 from service.launch.conversation import SandboxRun
 from service.launch.launcher import Launcher
@@ -99,6 +100,24 @@ def test_a_malformed_line_is_named_in_the_error() -> None:
 
     _, record = _run(worker)
     assert "malformed message" in (record.result.error_message or "")
+
+
+def test_a_line_past_the_channel_limit_ends_the_sandbox_and_what_came_stands() -> None:
+    def worker(w: FakeWorker) -> int:
+        w.say(EventMessage(1, LifecycleEvent("agent", "hello")))
+        w.say(ResultMessage(PASSED))
+        w.say(b"x" * (MAX_LINE_BYTES + 1))  # and no end of line
+        w.hang()  # as a worker blocked on a write nobody reads
+        return 0
+
+    fake, record = _run(worker)
+    assert record.result.outcome == "passed"
+    assert [e.detail for e in record.events] == ["hello"]  # type: ignore[union-attr]
+    run = record.sandbox
+    assert run is not None and "longer than the channel allows" in (run.channel_error or "")
+    # Killed as soon as the channel broke, so its end was read rather than waited out.
+    assert fake.started[0].killed.is_set() and run.exit_code == KILLED_EXIT
+    assert "did not end in time" not in (run.channel_error or "")
 
 
 def test_a_model_call_without_a_gateway_gets_a_provider_error_reply() -> None:

@@ -64,5 +64,9 @@ class AttachChannel:
             self._raw.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
+        # Shut down first: the HTTP response docker-py keeps holds the socket open past a
+        # bare close, and an engine still writing the worker's output to it would block its
+        # kill and removal of the container on a reader that is gone.
+        self.shutdown()
         with contextlib.suppress(OSError):
             self._raw.close()

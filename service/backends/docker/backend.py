@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -41,6 +42,8 @@ from service.backends.protocol import (
 )
 from service.owners import instance_id
 from service.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,14 @@ class DockerSandbox:
         self.timings = timings
 
     def kill(self) -> None:
-        # Already gone is fine: removal is what matters.
-        with contextlib.suppress(docker.errors.DockerException):
+        # Already gone is fine, and so is an engine too slow to answer (docker-py lets the
+        # requests ReadTimeout through unwrapped): removal, or the reaper, follows.
+        try:
             self.container.kill()
+        except docker.errors.DockerException:
+            pass  # gone already, or no longer running
+        except Exception as exc:
+            log.warning("container %s: kill failed (%s); its removal follows", self.id, exc)
 
     def wait(self, timeout_s: float) -> SandboxExit:
         try:
@@ -95,19 +103,37 @@ class DockerSandbox:
         )
 
     def remove(self) -> None:
+        # The attach stream goes first: an engine blocked writing to it can hold the removal.
+        self.channel.close()
         remove(self.container)
 
 
 def remove(container: Any) -> None:
-    for _ in range(3):
+    """Remove a container; never raises. One the engine refuses or does not answer about in
+    time is logged and left to the reaper, which removes the labelled containers no running
+    trial owns: a slow engine must not turn a trial already settled into an error."""
+    for attempt in range(3):
         try:
             # v: an anonymous volume (none should exist) goes with its container.
             container.remove(force=True, v=True)
             return
         except docker.errors.NotFound:
             return
-        except docker.errors.APIError:
-            time.sleep(0.5)
+        except docker.errors.APIError as exc:  # e.g. a removal already under way: try again
+            error: Exception = exc
+            if attempt < 2:
+                time.sleep(0.5)
+        except Exception as exc:
+            # A timeout already waited out the client's whole read timeout (60 s by
+            # default): another attempt now would keep the trial waiting as long again.
+            error = exc
+            break
+    log.warning(
+        "container %s was not removed (%s: %s); left to the reaper",
+        container.id,
+        type(error).__name__,
+        error,
+    )
 
 
 class DockerBackend:
