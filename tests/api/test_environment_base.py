@@ -15,9 +15,11 @@ import pytest
 import sqlalchemy as sa
 
 from sandbox.protocol import CaseInfo, CasesMessage
+from service.archives import pack_directory
 from service.backends.fake import FakeBackend, FakeWorker
 from service.environments.errors import EnvironmentProblem
 from service.environments.references import MAX_REFERENCE, check_base, check_reference
+from tests.api.test_suites import GZIP, harbor_tree
 from tests.docker.conftest import Server, serve
 
 
@@ -132,3 +134,20 @@ def test_check_reference_is_grammar_only_and_a_value_error() -> None:
         check_reference("debian\n")
     with pytest.raises(EnvironmentProblem, match="longer than Docker's 255"):
         check_reference("a" * 256 + ":1")
+
+
+def test_a_harbor_docker_image_of_more_than_one_line_is_422_at_upload(
+    server: Server, tmp_path: Path
+) -> None:
+    root = harbor_tree(tmp_path / "suite", tasks=("img",))
+    (root / "img" / "environment" / "Dockerfile").unlink()
+    (root / "img" / "task.toml").write_text(
+        'version = "1.0"\n[environment]\ndocker_image = "debian:bookworm\\nRUN id"\n'
+    )
+    response = server.http.post(
+        "/v1/suites", params={"name": "img"}, content=pack_directory(root), headers=GZIP
+    )
+    assert response.status_code == 422, response.text
+    message = response.json()["detail"][0]["msg"]
+    assert "task img: task.toml [environment].docker_image = 'debian:bookworm\\nRUN id'" in message
+    assert "holds whitespace or a control character" in message
