@@ -37,7 +37,8 @@ def source(suite: str, case_id: str, described: Mapping[str, Any]) -> Environmen
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "environment"
-        raise EnvironmentProblem(f"{name}: environment {where}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        raise EnvironmentProblem(f"{name}: environment {where}: {message}") from None
     return declarative_source(name, spec)
 
 

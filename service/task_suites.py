@@ -9,6 +9,7 @@ task code: task.toml and instruction.md are parsed, the rest is carried.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import threading
 from collections import OrderedDict
@@ -32,7 +33,7 @@ from service.environments.source import DOCKERFILE
 from service.harbor.tasks import HarborTask, load_tasks
 from service.settings import get_settings
 from service.store.models import Suite
-from service.store.suites import get_suite_tree, save_suite_tree
+from service.store.suites import owner_of, store_tree, uploaded_tree
 from service.suite_trees import HARBOR
 from service.suites import SuiteError, shipped_dir
 
@@ -98,21 +99,24 @@ def is_task_suite_ref(ref: str) -> bool:
     return is_archive_id(ref) or ref in shipped_task_suites()
 
 
-def resolve(session: Session, ref: str) -> TaskSuite:
-    """The task suite a job names, stored in the suites table (so its trials find it)."""
+def resolve(session: Session, ref: str, *, team_id: str | None, admin: bool) -> TaskSuite:
+    """The task suite a job names, stored in the suites table (so its trials find it). An
+    uploaded one only when the caller uploaded it (an admin: anyone), under the caller's name
+    for it: the same refusal whether another team holds those bytes or no one does."""
     if is_archive_id(ref):
-        row = get_suite_tree(session, ref)
-        if row is None:
+        found = uploaded_tree(session, ref, owner_of(team_id), any_owner=admin)
+        if found is None:
             raise SuiteError(
-                f"No suite {ref} is stored; upload it first (POST /v1/suites or "
+                f"You have uploaded no suite {ref}; upload it first (POST /v1/suites or "
                 "`examhall submit DIR`)."
             )
-        return cached(row)
+        return cached(*found)
     if ref not in shipped_task_suites():
         raise SuiteError(f"{ref!r} is neither an uploaded suite's id nor a shipped task suite.")
     data = pack_directory(shipped_dir() / ref)
     suite = from_archive(ref, data)
-    save_suite_tree(session, suite_id=suite.id, name=suite.name, kind=HARBOR, data=data)
+    # A shipped suite is everyone's: its bytes are stored, under no one's upload.
+    store_tree(session, suite_id=suite.id, name=suite.name, kind=HARBOR, data=data)
     return suite
 
 
@@ -120,26 +124,30 @@ _parsed: OrderedDict[str, TaskSuite] = OrderedDict()
 _parsed_lock = threading.Lock()
 
 
-def cached(row: Suite) -> TaskSuite:
-    """A stored task suite, parsed once per control plane (while it is among the last few)."""
+def cached(row: Suite, name: str) -> TaskSuite:
+    """A stored task suite as `name` (the job's or the caller's name for it, never the row's:
+    that is another team's, perhaps), parsed once per control plane (while it is among the
+    last few)."""
     with _parsed_lock:
-        if (suite := _parsed.get(row.sha256)) is not None:
+        suite = _parsed.get(row.sha256)
+        if suite is not None:
             _parsed.move_to_end(row.sha256)
-            return suite
-    assert row.archive is not None
-    suite = from_archive(row.name, row.archive)
-    with _parsed_lock:
-        _parsed[row.sha256] = suite
-        while len(_parsed) > _CACHE_SIZE:
-            _parsed.popitem(last=False)
-    return suite
+    if suite is None:
+        assert row.archive is not None
+        suite = from_archive(name, row.archive)
+        with _parsed_lock:
+            _parsed[row.sha256] = suite
+            while len(_parsed) > _CACHE_SIZE:
+                _parsed.popitem(last=False)
+    return suite if suite.name == name else dataclasses.replace(suite, name=name)
 
 
-def stored(session: Session, sha256: str) -> TaskSuite:
+def stored(session: Session, sha256: str, name: str) -> TaskSuite:
+    """A job's task suite by its sha256, as `name` (the job's suite_name)."""
     row = session.get(Suite, sha256)
     if row is None or row.archive is None:
-        raise SuiteError(f"Suite {sha256} is not a stored task suite.")
-    return cached(row)
+        raise SuiteError(f"Suite {name} ({sha256}) is not a stored task suite.")
+    return cached(row, name)
 
 
 def _encoded(files: Mapping[str, bytes]) -> dict[str, str]:

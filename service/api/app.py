@@ -18,6 +18,7 @@ from service.api import allow, errors
 from service.api.auth import UNAUTHORIZED, principal
 from service.api.body_limit import BodyCap, BodyLimit
 from service.api.context import Context
+from service.api.json_body import JsonDepthLimit
 from service.api.routes import health, jobs, reports, reviews, suites, trials
 from service.api.settings import FrontSettings, front_settings
 from service.backends.protocol import SandboxBackend
@@ -116,5 +117,7 @@ def create_app(
         suites.ARCHIVE_SETTING,
         "Leave large generated files out of the suite.",
     )
+    # Inside the body limit (the middleware added last is outermost): it buffers JSON bodies.
+    app.add_middleware(JsonDepthLimit)
     app.add_middleware(BodyLimit, max_bytes=front.max_body_bytes, paths={"/v1/suites": archive_cap})
     return app

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from service.backends.docker.debian_base import DEBIAN_BASE_REPO, debian_suite
 from service.domain.requirements import PinnedRequirement
+from service.environments.references import check_base
 from service.environments.worker_layer import reaches_worker
 from service.settings import Settings
 
@@ -79,10 +80,12 @@ class DeclarativeEnvironment(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    base: str | None = Field(
+    # Checked here, at the edge: it becomes the compiled Dockerfile's FROM line.
+    base: Annotated[str, AfterValidator(check_base)] | None = Field(
         default=None,
-        description="the image to build on (default: EXAMHALL_SANDBOX_BASE when set, else "
-        "the box's bootstrapped examhall/debian-base:<suite>)",
+        description="the image to build on, an image reference that names none of the box's "
+        "own images (default: EXAMHALL_SANDBOX_BASE when set, else the box's bootstrapped "
+        "examhall/debian-base:<suite>)",
     )
     apt: list[AptPackage] = Field(default_factory=list, description="Debian packages")
     pip: list[PinnedRequirement] = Field(

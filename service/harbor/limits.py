@@ -237,6 +237,17 @@ def map_limits(config: TaskConfig) -> tuple[TaskLimits, list[str]]:
         )
     if environment.docker_image is not None and not environment.docker_image.strip():
         problems.append("[environment].docker_image: is empty; name an image or remove it")
+    elif environment.docker_image is not None and any(
+        ch.isspace() or not ch.isprintable() for ch in environment.docker_image
+    ):
+        # It becomes an environment's FROM line (service/task_suites.py): a line break would
+        # add instructions of its own. The reference's grammar and whose image it names are
+        # checked where that FROM is resolved, as any Dockerfile's are.
+        problems.append(
+            f"[environment].docker_image = {environment.docker_image[:80]!r}: holds whitespace "
+            "or a control character, which no image reference does; name one image such as "
+            "debian:bookworm-slim"
+        )
 
     if config.agent.user is not None and _is_root(config.agent.user):
         problems.append(

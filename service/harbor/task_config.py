@@ -28,6 +28,8 @@ from pydantic import (
     model_validator,
 )
 
+from service.nesting import too_deep, value_depth_exceeds
+
 # Harbor's package name: org/name (harbor.constants.ORG_NAME_PATTERN).
 PACKAGE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 
@@ -330,6 +332,12 @@ def parse_task_config(data: bytes) -> TaskConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise TaskConfigError([_syntax_problem(text, error)]) from None
+    except RecursionError:
+        # tomllib recurses per level of nested arrays and inline tables (service/nesting.py).
+        raise TaskConfigError([str(too_deep("task.toml"))]) from None
+    # Dotted keys and table headers nest without recursing, so the parsed value is measured.
+    if value_depth_exceeds(raw):
+        raise TaskConfigError([str(too_deep("task.toml"))])
     try:
         return TaskConfig.model_validate(raw)
     except ValidationError as error:

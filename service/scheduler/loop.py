@@ -253,7 +253,9 @@ class Scheduler:
                 # A case's own environment, by its id: a tag could be pointed elsewhere.
                 placement = Placement(image=trial.image_digest or trial.image)
             elif trial.image is not None:  # a task suite's trial, in its environment's image
-                found = task_suites.stored(session, job.suite_sha256).task(trial.case_id)
+                found = task_suites.stored(session, job.suite_sha256, job.suite_name).task(
+                    trial.case_id
+                )
                 agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
                 deadline_s = task_suites.trial_deadline_s(found, agent_timeout_s)
                 task = task_suites.task_spec(
@@ -273,7 +275,7 @@ class Scheduler:
                 suite=(
                     SuiteBundle(job.suite_name, "")
                     if task is not None
-                    else self._suite(session, job.suite_sha256)
+                    else self._suite(session, job.suite_sha256, job.suite_name)
                 ),
                 case_id=trial.case_id,
                 variant=trial.variant,
@@ -332,12 +334,14 @@ class Scheduler:
             self._kinds[sha256] = queue.suite_kind(session, sha256)
         return bool(self._kinds[sha256] == HARBOR)
 
-    def _suite(self, session: Session, sha256: str) -> SuiteBundle:
+    def _suite(self, session: Session, sha256: str, name: str) -> SuiteBundle:
+        """A Python suite's bundle as the job names it: the stored row's name is the first
+        submitter's, perhaps another team's."""
         bundle = self._suites.get(sha256)
         if bundle is None:
-            name, source = queue.suite_source(session, sha256)
+            _, source = queue.suite_source(session, sha256)
             bundle = self._suites[sha256] = SuiteBundle(name=name, source=source)
-        return bundle
+        return bundle if bundle.name == name else SuiteBundle(name=name, source=bundle.source)
 
     def idle(self) -> bool:
         with self._lock:

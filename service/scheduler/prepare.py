@@ -255,7 +255,7 @@ class EnvironmentPreparer:
         """What each case of the job that has an environment of its own is built from."""
         suite = session.get(Suite, job.suite_sha256)
         if suite is not None and suite.kind == HARBOR:
-            tasks = task_suites.cached(suite)
+            tasks = task_suites.cached(suite, job.suite_name)
             return {case: task_suites.environment_source(tasks, case) for case in spec.cases}
         return {
             case: case_environments.source(job.suite_name, case, described)

@@ -57,6 +57,19 @@ class Suite(Base):
     archive: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
+class SuiteUpload(Base):
+    """Who uploaded a suite tree, and what they named it. The tree's bytes are stored once
+    (suites), but whether a team has them, and by which name, is that team's alone: what
+    POST /v1/suites answers a team depends on its own uploads, never on another's."""
+
+    __tablename__ = "suite_uploads"
+    # A team's id, or ADMIN_OWNER (service/store/suites.py) for admin tokens, which have none.
+    owner: Mapped[str] = mapped_column(String(40), primary_key=True)
+    sha256: Mapped[str] = mapped_column(ForeignKey("suites.sha256"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
 class Team(Base):
     __tablename__ = "teams"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

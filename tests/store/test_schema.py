@@ -313,3 +313,62 @@ def test_0016_keys_events_by_trial_and_seq_and_keeps_them(database_url: str) -> 
             connection.execute(text(event), {"seq": 4, "payload": "{}"})
     finally:
         engine.dispose()
+
+
+def test_0017_gives_each_team_that_ran_a_tree_its_upload(database_url: str) -> None:
+    """A store at 0016 with a tree two teams and an admin ran jobs on, and one no job used:
+    0017 records an upload per team (admins as one) under its first job's name, none for the
+    unused tree, and down again drops the table and keeps the trees."""
+    engine = make_engine(database_url)
+    config = _config()
+    tree = (
+        "INSERT INTO suites (sha256, name, source, kind, archive, created_at) "
+        "VALUES (:sha, :name, '', 'harbor', :data, '2024-01-01 00:00:00')"
+    )
+    job = (
+        "INSERT INTO jobs (id, status, team_id, suite_sha256, suite_name, spec, rounds, seed, "
+        "max_infra_retries, planned, image, service_version, created_at) VALUES (:id, "
+        "'finished', :team, :sha, :name, '{}', 1, 0, 1, 0, 'img', 't', :at)"
+    )
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0016")
+            for team in ("team-blue", "team-red"):
+                connection.execute(
+                    text(
+                        "INSERT INTO teams (id, name, created_at) "
+                        "VALUES (:id, :id, '2024-01-01 00:00:00')"
+                    ),
+                    {"id": team},
+                )
+            connection.execute(text(tree), {"sha": "aa", "name": "first", "data": b"x"})
+            connection.execute(text(tree), {"sha": "bb", "name": "unused", "data": b"y"})
+            for values in (
+                ("j1", "team-blue", "blue-later", "2024-01-03 00:00:00"),
+                ("j2", "team-blue", "blue-first", "2024-01-02 00:00:00"),
+                ("j3", "team-red", "red", "2024-01-02 00:00:00"),
+                ("j4", None, "admins", "2024-01-04 00:00:00"),
+            ):
+                connection.execute(
+                    text(job),
+                    dict(zip(("id", "team", "name", "at"), values, strict=True)) | {"sha": "aa"},
+                )
+            command.upgrade(config, "0017")
+        with engine.connect() as connection:
+            uploads = connection.execute(
+                text("SELECT owner, sha256, name FROM suite_uploads ORDER BY owner")
+            ).all()
+        assert [tuple(row) for row in uploads] == [
+            ("admin", "aa", "admins"),
+            ("team-blue", "aa", "blue-first"),
+            ("team-red", "aa", "red"),
+        ]
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0016")
+        assert "suite_uploads" not in inspect(engine).get_table_names()
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM suites")).scalar_one() == 2
+    finally:
+        engine.dispose()

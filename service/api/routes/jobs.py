@@ -128,7 +128,9 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
     check_agents(body, task_suite=True)
     try:
         with c.sessions.begin() as session:
-            suite = task_suites.resolve(session, body.suite)
+            suite = task_suites.resolve(
+                session, body.suite, team_id=caller.team_id, admin=caller.admin
+            )
     except SuiteError as exc:
         raise JobInputError(("body", "suite"), str(exc)) from None
     cases = select_cases(body, list(suite.tasks), suite.name)

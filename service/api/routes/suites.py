@@ -5,9 +5,12 @@ application/x-tar or application/octet-stream), capped by EXAMHALL_MAX_SUITE_ARC
 before it is read: a declared Content-Length over the cap, or a body that passes it as it
 streams in, answers 413 (the BodyLimit middleware does it first; the route counts again, so
 it holds without it). The archive is read in memory, never unpacked onto a disk here; a
-hostile or broken one answers 422 naming the entry and the reason. Suites are
-content-addressed and shared: the same bytes uploaded again answer 200 with the same id (and
-the first upload's name), new ones 201.
+hostile or broken one answers 422 naming the entry and the reason. A suite's id is the sha256
+of its bytes, which are stored once; but each team has its own uploads
+(service/store/suites.py): bytes new to the team answer 201 under the name it gave, bytes it
+uploaded before 200 under its first name, whoever else uploaded them. Reading a suite by id
+finds only the caller's own uploads (an admin's: any), so no answer tells one team what
+another has uploaded.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from service.archives import (
 )
 from service.domain.planner import JobInputError
 from service.store.models import Suite
-from service.store.suites import get_suite_tree, save_suite_tree
+from service.store.suites import owner_of, save_upload, uploaded_tree
 from service.suite_trees import HARBOR, SuiteTreeError, read_suite_tree
 
 router = APIRouter()
@@ -75,11 +78,12 @@ async def read_capped(request: Request, cap: int) -> bytes:
     return bytes(body)
 
 
-def view(suite: Suite, files: int) -> SuiteView:
+def view(suite: Suite, name: str, files: int) -> SuiteView:
+    """A stored tree as `name`: the caller's own name for it, never another team's."""
     archive = suite.archive or b""
     return SuiteView(
         id=f"sha256:{suite.sha256}",
-        name=suite.name,
+        name=name,
         kind=suite.kind,
         files=files,
         bytes=len(archive),
@@ -91,7 +95,7 @@ def view(suite: Suite, files: int) -> SuiteView:
     status_code=201,
     response_model=SuiteView,
     responses={
-        200: {"model": SuiteView, "description": "These bytes were uploaded before"},
+        200: {"model": SuiteView, "description": "The caller uploaded these bytes before"},
         413: {"model": ErrorBody},
         415: {"model": ErrorBody},
         422: {"model": ErrorBody},
@@ -100,7 +104,8 @@ def view(suite: Suite, files: int) -> SuiteView:
     description="The body is a gzip'd (or plain) tar of a directory of Harbor tasks, as "
     "`examhall submit DIR` packs it. Answers the suite's id, `sha256:<hex>` of the bytes, "
     "which a job names as its `suite`. Uploading the same bytes again answers 200 and the "
-    "same suite.",
+    "same suite under the name of the caller's first upload of them; whether another team "
+    "uploaded them changes nothing.",
     openapi_extra={
         "requestBody": {"required": True, "content": {media: _BINARY for media in MEDIA_TYPES}}
     },
@@ -142,8 +147,15 @@ async def upload_suite(
             loc = ("body", exc.entry) if exc.entry is not None else ("body",)
             raise JobInputError(loc, str(exc)) from None
         with c.sessions.begin() as session:
-            saved = save_suite_tree(session, suite_id=tree.id, name=name, kind=HARBOR, data=data)
-            return view(saved.suite, len(tree.files)), saved.created
+            saved = save_upload(
+                session,
+                owner=owner_of(caller.team_id),
+                suite_id=tree.id,
+                name=name,
+                kind=HARBOR,
+                data=data,
+            )
+            return view(saved.suite, saved.name, len(tree.files)), saved.created
 
     shown, created = await run_in_threadpool(check_and_store)
     if not created:
@@ -159,9 +171,11 @@ async def upload_suite(
 )
 def get_suite(suite_id: str, c: Ctx, caller: Caller) -> SuiteView:
     with c.sessions() as session:
-        suite = get_suite_tree(session, suite_id)
-        if suite is None or suite.archive is None:
+        found = uploaded_tree(session, suite_id, owner_of(caller.team_id), any_owner=caller.admin)
+        if found is None:
+            # The same 404 whether the bytes are stored for another team or not at all.
             raise HTTPException(
-                404, f"No uploaded suite {suite_id!r}; upload one with POST /v1/suites."
+                404, f"You have uploaded no suite {suite_id!r}; upload it with POST /v1/suites."
             )
-        return view(suite, count_files(suite.archive))
+        suite, name = found
+        return view(suite, name, count_files(suite.archive or b""))
