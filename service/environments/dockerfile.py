@@ -234,7 +234,7 @@ def _flags(instruction: Instruction) -> tuple[dict[str, str], str]:
         word, _, after = rest.partition(" ")
         match = _FLAG.match(word)
         name = match[1] if match else word
-        if match is None or name not in allowed or match[2] is None:
+        if match is None or name not in allowed or not match[2]:
             what = "takes no options" if not allowed else f"takes only --{', --'.join(allowed)}"
             raise EnvironmentProblem(
                 f"the Dockerfile's line {instruction.line}: {instruction.keyword} "

@@ -188,26 +188,23 @@ def test_a_probe_that_hangs_is_bounded_by_the_builds_deadline(
     assert time.monotonic() - started < 60
 
 
-def layers_of(error: EnvironmentBuildError) -> list[str]:
-    return _LAYER.findall(error.log or "")
+def assert_no_layer_left(error: EnvironmentBuildError, client: docker.DockerClient) -> None:
+    """Every step image the failed build printed is gone (but the base it started from)."""
+    base = client.images.get(DEBIAN).id.removeprefix("sha256:")
+    made = [layer for layer in _LAYER.findall(error.log or "") if not base.startswith(layer)]
+    assert made, error.log
+    for layer in made:
+        with pytest.raises(docker.errors.ImageNotFound):
+            client.images.get(layer)
 
 
 def test_a_failed_or_cancelled_build_leaves_no_layer(
     builder: EnvironmentBuilder, docker_client: docker.DockerClient
 ) -> None:
-    base = docker_client.images.get(DEBIAN).id
     failing = f"FROM {DEBIAN}\nRUN head -c 8m /dev/urandom > /big-{RUN}\nRUN exit 3"
     with pytest.raises(EnvironmentBuildError, match="non-zero code: 3") as caught:
         builder.build(source("fails", failing), lambda _: None)
-    made = [
-        layer
-        for layer in layers_of(caught.value)
-        if not base.removeprefix("sha256:").startswith(layer)
-    ]
-    assert made, caught.value.log
-    for layer in made:
-        with pytest.raises(docker.errors.ImageNotFound):
-            docker_client.images.get(layer)
+    assert_no_layer_left(caught.value, docker_client)
 
     cancel = threading.Event()
     running: list[str] = []  # cancelled in the last step, once the one before it is a layer
@@ -222,12 +219,4 @@ def test_a_failed_or_cancelled_build_leaves_no_layer(
     with pytest.raises(EnvironmentBuildError, match="cancelled") as caught:
         builder.build(source("cancelled", slow), progress, cancel)
     assert time.monotonic() - started < 60
-    made = [
-        layer
-        for layer in layers_of(caught.value)
-        if not base.removeprefix("sha256:").startswith(layer)
-    ]
-    assert made, caught.value.log
-    for layer in made:
-        with pytest.raises(docker.errors.ImageNotFound):
-            docker_client.images.get(layer)
+    assert_no_layer_left(caught.value, docker_client)

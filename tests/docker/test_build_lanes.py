@@ -4,8 +4,6 @@ hanging build and its container, and /healthz and /metrics show the image cache.
 
 from __future__ import annotations
 
-import io
-import tarfile
 import time
 import uuid
 from collections.abc import Callable
@@ -16,6 +14,7 @@ import httpx
 import pytest
 
 from tests.docker.conftest import Server
+from tests.docker.test_task_suites import tar_of
 
 pytestmark = pytest.mark.docker
 
@@ -23,19 +22,14 @@ RUN = uuid.uuid4().hex[:10]
 
 
 def task_suite(dockerfile: str) -> bytes:
-    files = {
-        "only/task.toml": b"[verifier]\ntimeout_sec = 30\n",
-        "only/instruction.md": b"Nothing to do.",
-        "only/tests/test.sh": b"echo 0 > /logs/verifier/reward.txt\n",
-        "only/environment/Dockerfile": dockerfile.encode(),
-    }
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return tar_of(
+        {
+            "only/task.toml": b"[verifier]\ntimeout_sec = 30\n",
+            "only/instruction.md": b"Nothing to do.",
+            "only/tests/test.sh": b"echo 0 > /logs/verifier/reward.txt\n",
+            "only/environment/Dockerfile": dockerfile.encode(),
+        }
+    )
 
 
 def submit(client: httpx.Client, dockerfile: str, name: str) -> dict[str, Any]:
