@@ -18,6 +18,10 @@ from sandbox.model_choice import Model
 from sandbox.protocol import Event, LifecycleEvent, MessageEvent
 
 TASK = "{task}"
+# Where an installed agent's command is exposed (service/environments/agents.py): on the
+# agent's PATH only, never on the verifier's, so a test that runs `pytest` cannot start an
+# agent's command of that name as root.
+AGENT_BIN = "/opt/examhall-agents/bin"
 OUTPUT_LIMIT = 4 * 1024 * 1024
 
 
@@ -75,6 +79,7 @@ def run_external(
     endpoint = Endpoint(complete, model.name).start()
     agent_env = {
         **env,
+        "PATH": f"{AGENT_BIN}:{env['PATH']}" if env.get("PATH") else AGENT_BIN,
         "OPENAI_BASE_URL": endpoint.base_url,
         "OPENAI_API_BASE": endpoint.base_url,
         "OPENAI_API_KEY": endpoint.key,

@@ -42,6 +42,10 @@ REWARD_LIMIT = 64 * 1024
 # How long the killing of the agent's (or the verifier's) leftovers may take.
 CLEAR_TIMEOUT_S = 10.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Every Python the verifier's script starts, as root, puts neither its working directory
+# (the agent's) nor a user site directory on sys.path. DEFAULT_PATH has no agent's command:
+# an installed agent's is on the agent's PATH only (sandbox/external.py, AGENT_BIN).
+VERIFIER_PYTHON_ENV = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
 # Runs the command as uid 0 without capabilities. -I -S: no environment variable, no user
 # or site directory and no .pth file reaches this Python, which starts as root with the
 # supervisor's capabilities; an image's site-packages may name the agent's workspace. The
@@ -169,7 +173,16 @@ def run(
     log_fd = os.open(VERIFIER_LOGS / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     started = time.monotonic()
     try:
-        command_env = {"PATH": DEFAULT_PATH, "HOME": str(VERIFIER_HOME), "LANG": "C.UTF-8", **env}
+        command_env = {
+            "PATH": DEFAULT_PATH,
+            "HOME": str(VERIFIER_HOME),
+            "LANG": "C.UTF-8",
+            **env,
+            # Last, so no task's env can undo them: the agent's files in the working
+            # directory shadow no module a test runs (`python3 -m unittest` would import a
+            # planted unittest/ from the cwd first), nor does a user site directory.
+            **VERIFIER_PYTHON_ENV,
+        }
         process = subprocess.Popen(
             [
                 sys.executable,

@@ -2,22 +2,45 @@
 from examhall's catalogue (the `llm` CLI) or from pinned pip requirements with a command.
 
 The wheels are downloaded on the host for the environment's worker Python (the image's own,
-or the bundled one), so the build needs no index inside it; the packages go to a target
-directory of their own under /opt/examhall-agents, apart from the task's Python. A pip
-agent's console scripts get launchers on PATH (/usr/local/bin) that run them with that
-Python in isolated mode, so nothing of the agent reaches the task's processes through the
-environment; a name the task image already has is refused rather than shadowed.
+or the bundled one), so the build needs no index inside it, and the layer's cache key covers
+every wheel's sha256. Each wheel is read before anything is installed: a member path or a
+script name that is not a plain file name (`../lib/python3.11/dist-packages/usercustomize.py`
+would have every root Python load the agent's code) refuses the agent, naming the wheel.
+
+A pip agent is installed by pip, run as root in a container of the environment with no
+network and no capability, into a root-owned prefix of its own, /opt/examhall-agents/<hash>:
+its packages in lib, every console script pip wrote in bin. What the container changed (the
+engine's diff of it) must lie in that prefix, else the layer is refused and no image is
+made; only then is it committed, with one file added by examhall: a launcher for the agent's
+declared command in /opt/examhall-agents/bin, which runs pip's script with the worker's
+Python in isolated mode and the prefix's lib on its path. That directory is on the agent's
+PATH alone (sandbox/external.py), never on the verifier's, and no other Python sees the
+agent's packages. Its dependencies' commands stay in the prefix, so one the image has too
+(`pip`) shadows nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import configparser
+import hashlib
+import io
 import json
+import re
+import tarfile
 import tempfile
 import time
-from pathlib import Path
+import uuid
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 import docker
+import docker.errors
+import requests
 
+from sandbox.external import AGENT_BIN
 from service.backends.docker.agent_images import recipe_dir
 from service.backends.docker.debian_base import ImageBuildError, Progress
 from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
@@ -29,46 +52,46 @@ from service.environments.errors import EnvironmentBuildError
 from service.environments.worker_layer import WORKDIR_LABEL
 
 AGENT_LABEL = "examhall.agent"
-_PIP_RECIPE_VERSION = "1"
-_AGENTS_DIR = "/opt/examhall-agents"
+_PIP_RECIPE_VERSION = "2"
+AGENTS_ROOT = "/opt/examhall-agents"
+# Apart from /opt/examhall, the worker's import root (sandbox/verifier.py puts it on the
+# path of the Python that launches the verifier as root).
+_ANCESTORS = ("/opt", AGENTS_ROOT)
+# The directories on the agent's PATH after AGENT_BIN (sandbox/credentials.py): the agent's
+# command must not hide one of the image's there.
+_AGENT_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+# What a script (or a wheel's file) may be named: a plain file name, nothing a path can be
+# built from, no option, no space.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,199}\Z")
+_DIFF_KINDS = {0: "changed", 1: "added", 2: "deleted"}
+_GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27
 
-# Run as root in the layer's build: install, then give each console script a launcher.
+# Run as root in the install container. Everything up to pip is examhall's; what runs after
+# pip may no longer be (pip came from the index), which is why the container's diff, not this
+# script, decides. Temporary files go to the prefix, so that nothing else changes. --target,
+# not a virtual environment: the bundled Python (service/environments/bundle_python.py)
+# names a fixed argv[0], so a venv's pyvenv.cfg would never be found.
 _PIP_INSTALL = r"""set -eu
-python="$1"; prefix="$2"; shift 2
-"$python" "$(ls /tmp/examhall-agent-wheels/pip-*.whl)/pip" install --no-index \
-  --find-links /tmp/examhall-agent-wheels --no-cache-dir --root-user-action=ignore \
-  --disable-pip-version-check --target "$prefix/lib" "$@"
-rm -rf /tmp/examhall-agent-wheels
-mkdir -p "$prefix/bin"
-"$python" -I /tmp/examhall-launchers.py "$python" "$prefix"
-rm -f /tmp/examhall-launchers.py /tmp/examhall-agent-install.sh
-chmod -R a+rX,go-w "$prefix"
-"""
-
-# Reads the installed distributions' console_scripts and writes one launcher each.
-_LAUNCHERS = r"""import configparser, glob, os, shutil, sys
-python, prefix = sys.argv[1], sys.argv[2]
-lib = os.path.join(prefix, "lib")
-for path in sorted(glob.glob(os.path.join(lib, "*.dist-info", "entry_points.txt"))):
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.optionxform = str
-    parser.read(path)
-    if not parser.has_section("console_scripts"):
-        continue
-    for name, target in parser.items("console_scripts"):
-        module, _, func = target.partition(":")
-        func = func.split("[")[0].strip()
-        found = shutil.which(name)  # on the image's PATH: the build runs with it
-        if found:
-            sys.exit(f"examhall: the agent's command {name} would shadow the image's {found}")
-        launcher = os.path.join(prefix, "bin", name)
-        with open(launcher, "w") as out:
-            out.write(f"#!{python} -I\nimport sys\nsys.path[:0] = [{lib!r}]\n"
-                      f"from {module.strip()} import {func.split('.')[0]}\n"
-                      f"sys.argv[0] = {name!r}\nsys.exit({func}())\n")
-        os.chmod(launcher, 0o755)
-        os.symlink(launcher, os.path.join("/usr/local/bin", name))
-"""
+python="$1"; prefix="$2"; command="$3"; shift 3
+for dir in __AGENT_PATH__; do
+  if [ -e "$dir/$command" ] || [ -L "$dir/$command" ]; then
+    echo "examhall: the agent's command $command would shadow the image's $dir/$command;" \
+      "declare another of its commands" >&2
+    exit 3
+  fi
+done
+mkdir -p "$prefix/.tmp"
+export TMPDIR="$prefix/.tmp" HOME="$prefix/.tmp"
+wheels="$prefix/.wheels"
+"$python" -I "$(ls "$wheels"/pip-*.whl)/pip" install --no-index --find-links "$wheels" \
+  --no-cache-dir --no-compile --root-user-action=ignore --disable-pip-version-check \
+  --no-warn-script-location --target "$prefix/lib" "$@"
+rm -rf "$wheels" "$prefix/.tmp"
+if [ -d "$prefix/lib/bin" ]; then mv "$prefix/lib/bin" "$prefix/bin"; fi
+test -f "$prefix/bin/$command" || {
+  echo "examhall: pip installed no command $command in $prefix/bin" >&2; exit 4; }
+chmod -R a+rX,go-w,ug-s "$prefix"
+""".replace("__AGENT_PATH__", " ".join(_AGENT_PATH))
 
 
 def ensure_agent_layer(
@@ -80,23 +103,35 @@ def ensure_agent_layer(
     """`env` with `agent` installed above it, built unless it is already."""
     client = builder.client
     python = _worker_python(client, env.ref)
+    name = agent.catalogue or " ".join(agent.pip)
     if agent.catalogue is not None:
         recipe = recipe_dir(AGENTS[agent.catalogue])
         files = {p.name: p.read_bytes() for p in sorted(recipe.iterdir()) if p.is_file()}
         requirements = [AGENTS[agent.catalogue].requirement]
     else:
-        files = {
-            "Dockerfile": _pip_dockerfile(env.digest, python, agent).encode(),
-            "examhall-agent-install.sh": _PIP_INSTALL.encode(),
-            "examhall-launchers.py": _LAUNCHERS.encode(),
-        }
+        files = {"install.sh": _PIP_INSTALL.encode()}
         requirements = list(agent.pip)
+    # Downloaded before the cache is looked up: the key covers the wheels' bytes, so a
+    # release replaced on the index (or an index that serves other bytes) is a new layer.
+    try:
+        with tempfile.TemporaryDirectory(prefix="examhall-agent-wheels-") as scratch:
+            version = python_version(client, env.ref, python)
+            glibc = image_glibc(client, env.ref, python)
+            download_wheels(requirements, version, Path(scratch), progress, glibc=glibc)
+            wheels = {path.name: path.read_bytes() for path in sorted(Path(scratch).iterdir())}
+    except ImageBuildError as exc:
+        raise EnvironmentBuildError(f"Installing the agent {name} failed: {exc}") from exc
+    scripts = check_wheels(wheels)
     digest = fields_digest(
         [
             ("environment", env.content_hash.encode()),
             ("agent", agent.model_dump_json().encode()),
             ("pip-recipe", _PIP_RECIPE_VERSION.encode()),
             *((f"file:{name}", data) for name, data in sorted(files.items())),
+            *(
+                (f"wheel:{wheel}", hashlib.sha256(data).hexdigest().encode())
+                for wheel, data in sorted(wheels.items())
+            ),
         ]
     )
     ref = f"{builder.repository}-agent:{digest[:12]}"
@@ -107,25 +142,105 @@ def ensure_agent_layer(
             return BuiltEnvironment(ref, str(image.id), digest, env.workdir)
     except docker.errors.ImageNotFound:
         pass
-    settings = builder.settings
-    log = BuildLog()
+    labels = {HASH_LABEL: digest, AGENT_LABEL: name[:200]}
+    if env.workdir:
+        labels[WORKDIR_LABEL] = env.workdir
     started = time.monotonic()
-    name = agent.catalogue or " ".join(agent.pip)
+    progress(f"Installing the agent {name} above {env.ref}...")
+    if agent.catalogue is not None:
+        image_id = _build_catalogue(builder, env, python, files, wheels, ref, labels, progress)
+    else:
+        command = agent.argv()[0]
+        if not _PLAIN_NAME.match(command) or command not in scripts:
+            raise EnvironmentBuildError(
+                f"The agent {name}'s command {command!r} is none of the console scripts its "
+                f"wheels install ({', '.join(sorted(scripts)) or 'none'}); make the first "
+                f"word of command one of them."
+            )
+        prefix = f"{AGENTS_ROOT}/{digest[:16]}"
+        image_id = _install_pip_agent(
+            builder, env, python, prefix, command, requirements, wheels, ref, labels
+        )
+    progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
+    return BuiltEnvironment(ref, image_id, digest, env.workdir)
+
+
+def check_wheels(wheels: Mapping[str, bytes]) -> dict[str, str]:
+    """The scripts the wheels would install, each to the wheel that has it, after checking
+    that every name pip would make a path of is a plain file name: a member path must stay
+    in the wheel, a console or GUI script's name and a .data/scripts file's must be plain.
+    EnvironmentBuildError names the wheel and the name otherwise, before anything runs."""
+    scripts: dict[str, str] = {}
+    for wheel, data in sorted(wheels.items()):
+        if not _PLAIN_NAME.match(wheel):
+            raise _refused(wheel, f"its file name {wheel!r} is not a plain file name")
+        try:
+            archive = zipfile.ZipFile(io.BytesIO(data))
+        except zipfile.BadZipFile:
+            raise _refused(wheel, "it is not a zip archive") from None
+        with archive:
+            for member in archive.namelist():
+                parts = PurePosixPath(member).parts
+                if member.startswith("/") or "\\" in member or "\0" in member or ".." in parts:
+                    raise _refused(wheel, f"its member {member!r} is not a relative path in it")
+                if len(parts) >= 3 and parts[0].endswith(".data") and parts[1] == "scripts":
+                    script = "/".join(parts[2:])
+                    # Checked, not offered as the command: the launcher runs Python.
+                    _check_script(wheel, script, "data script")
+            for member in archive.namelist():
+                parts = PurePosixPath(member).parts
+                if len(parts) != 2 or parts[1] != "entry_points.txt":
+                    continue
+                if not parts[0].endswith(".dist-info"):
+                    continue
+                parser = configparser.ConfigParser(interpolation=None)
+                parser.optionxform = str  # type: ignore[assignment,method-assign]
+                try:
+                    parser.read_string(archive.read(member).decode("utf-8"))
+                except (configparser.Error, UnicodeDecodeError) as exc:
+                    raise _refused(wheel, f"its {member} cannot be read ({exc})") from None
+                for section in ("console_scripts", "gui_scripts"):
+                    if parser.has_section(section):
+                        for script, _ in parser.items(section):
+                            _check_script(wheel, script, section.replace("_", " ")[:-1])
+                            scripts[script] = wheel
+    return scripts
+
+
+def _check_script(wheel: str, script: str, kind: str) -> None:
+    if not _PLAIN_NAME.match(script):
+        raise _refused(
+            wheel,
+            f"its {kind} {script!r} is not a plain file name (letters, digits and _.+@- "
+            f"only, not starting with . or -), so pip would write it outside the agent's "
+            f"directory",
+        )
+
+
+def _refused(wheel: str, why: str) -> EnvironmentBuildError:
+    return EnvironmentBuildError(
+        f"The agent's wheel {wheel} is refused: {why}. Nothing was installed; use a release "
+        f"of that package without it, or another agent."
+    )
+
+
+def _build_catalogue(
+    builder: EnvironmentBuilder,
+    env: BuiltEnvironment,
+    python: str,
+    files: dict[str, bytes],
+    wheels: Mapping[str, bytes],
+    ref: str,
+    labels: dict[str, str],
+    progress: Progress,
+) -> str:
+    """A catalogue agent's layer, from its recipe (examhall's own Dockerfile)."""
+    files = {**files, **{f"wheels/{wheel}": data for wheel, data in wheels.items()}}
+    context = BuildContext(files.pop("Dockerfile"), tuple(sorted(files.items())))
+    settings = builder.settings
     try:
-        with tempfile.TemporaryDirectory(prefix="examhall-agent-wheels-") as scratch:
-            version = python_version(client, env.ref, python)
-            glibc = image_glibc(client, env.ref, python)
-            download_wheels(requirements, version, Path(scratch), progress, glibc=glibc)
-            wheel_dir = "wheels" if agent.catalogue else "examhall-agent-wheels"
-            for path in sorted(Path(scratch).iterdir()):
-                files[f"{wheel_dir}/{path.name}"] = path.read_bytes()
-        context = BuildContext(files.pop("Dockerfile"), tuple(sorted(files.items())))
-        labels = {HASH_LABEL: digest, AGENT_LABEL: name[:200]}
-        if env.workdir:
-            labels[WORKDIR_LABEL] = env.workdir
-        progress(f"Installing the agent {name} above {env.ref}...")
-        image_id = run_build(
-            client,
+        return run_build(
+            builder.client,
             context.tarball(),
             tag=ref,
             labels=labels,
@@ -133,19 +248,169 @@ def ensure_agent_layer(
             limits=BuildLimits(settings.build_memory, settings.build_cpu_shares, "none"),
             timeout_s=settings.build_timeout_s,
             progress=progress,
-            log=log,
+            log=BuildLog(),
         )
     except BuildError as exc:
         raise EnvironmentBuildError(
-            f"Installing the agent {name} above {env.ref} failed at {exc.log.step!r}: "
-            f"{exc.message}\nLast build output:\n{exc.log.tail()}",
+            f"Installing the agent {labels[AGENT_LABEL]} above {env.ref} failed at "
+            f"{exc.log.step!r}: {exc.message}\nLast build output:\n{exc.log.tail()}",
             log=exc.log.text(),
             step=exc.log.step,
         ) from exc
     except ImageBuildError as exc:
-        raise EnvironmentBuildError(f"Installing the agent {name} failed: {exc}") from exc
-    progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
-    return BuiltEnvironment(ref, image_id, digest, env.workdir)
+        raise EnvironmentBuildError(
+            f"Installing the agent {labels[AGENT_LABEL]} failed: {exc}"
+        ) from exc
+
+
+def _install_pip_agent(
+    builder: EnvironmentBuilder,
+    env: BuiltEnvironment,
+    python: str,
+    prefix: str,
+    command: str,
+    requirements: list[str],
+    wheels: Mapping[str, bytes],
+    ref: str,
+    labels: dict[str, str],
+) -> str:
+    """Install the wheels in a container of `env`, check what it changed, and commit it."""
+    client = builder.client
+    settings = builder.settings
+    name = labels[AGENT_LABEL]
+    base = client.images.get(env.ref).attrs["Config"]
+    container = client.containers.create(
+        env.ref,
+        # Passed whole, never written in the image; the commit puts the entrypoint back.
+        entrypoint=["/bin/sh", "-c", _PIP_INSTALL, "install", python, prefix, command],
+        command=requirements,
+        user="0:0",
+        network_disabled=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        mem_limit=settings.build_memory,
+        cpu_shares=settings.build_cpu_shares,
+        pids_limit=512,
+        name=f"examhall-agent-install-{prefix.rsplit('/', 1)[1]}-{uuid.uuid4().hex[:8]}",
+    )
+    try:
+        container.put_archive("/", _wheels_tar(prefix, wheels))
+        container.start()
+        try:
+            code = container.wait(timeout=settings.build_timeout_s)["StatusCode"]
+        except requests.exceptions.RequestException:
+            raise EnvironmentBuildError(
+                f"Installing the agent {name} ran past {settings.build_timeout_s:g} s and was "
+                f"abandoned; raise EXAMHALL_BUILD_TIMEOUT_S or install fewer packages."
+            ) from None
+        log = bytes(container.logs()).decode(errors="replace")
+        if code != 0:
+            tail = "\n".join(f"    {line}" for line in log.splitlines()[-20:])
+            raise EnvironmentBuildError(
+                f"Installing the agent {name} above {env.ref} failed (exit {code}):\n{tail}",
+                log=log,
+            )
+        outside = changes_outside(container.diff() or [], prefix)
+        outside += _loose_ancestors(client, str(container.id))
+        if outside:
+            shown = "\n".join(f"    {line}" for line in outside[:20])
+            raise EnvironmentBuildError(
+                f"Installing the agent {name} above {env.ref} changed files outside its "
+                f"directory {prefix}, so the layer is refused (no image was made):\n{shown}"
+                f"\nAn agent's packages may write only their own directory; use a release "
+                f"without whatever writes these.",
+                log=log,
+            )
+        container.put_archive("/", _command_launcher(python, prefix, command))
+        changes = [
+            f"ENTRYPOINT {json.dumps(base.get('Entrypoint') or [])}",
+            f"CMD {json.dumps(base.get('Cmd') or [])}",
+            f"USER {base.get('User') or '0:0'}",
+            *(f"LABEL {json.dumps(k)}={json.dumps(v)}" for k, v in labels.items()),
+        ]
+        repository, _, tag = ref.rpartition(":")
+        image = container.commit(repository=repository, tag=tag, changes=changes)
+        return str(image.id)
+    finally:
+        container.remove(force=True)
+
+
+def changes_outside(diff: list[dict[str, Any]], prefix: str) -> list[str]:
+    """What of a container's diff lies outside `prefix`: the prefix's parents may be added
+    or changed (they hold it), nothing else may be touched."""
+    outside = []
+    for change in diff:
+        path, kind = str(change.get("Path")), change.get("Kind")
+        if path == prefix or path.startswith(f"{prefix}/"):
+            continue
+        if path in _ANCESTORS and kind in (0, 1):
+            continue
+        outside.append(f"{_DIFF_KINDS.get(int(kind or 0), kind)} {path}")
+    return outside
+
+
+def _loose_ancestors(client: docker.DockerClient, container_id: str) -> list[str]:
+    """The prefix's parents that are not plain directories closed to others: one the sandbox
+    user could write would let it move /opt/examhall, the worker's code, aside."""
+    found = []
+    for path in _ANCESTORS:
+        # docker-py has no call for the archive's HEAD (a stat that reads no file).
+        url = f"{client.api.base_url}/v{client.api.api_version}/containers/{container_id}/archive"
+        response = client.api.head(url, params={"path": path})
+        header = response.headers.get("X-Docker-Container-Path-Stat")
+        if response.status_code != 200 or not header:
+            found.append(f"unreadable {path} (HTTP {response.status_code})")
+            continue
+        mode = int(json.loads(base64.b64decode(header))["mode"])
+        if not mode & _GO_DIR or mode & _GO_SYMLINK or mode & 0o022:
+            found.append(
+                f"changed {path} (mode {mode & 0o7777:o}, not a directory only root writes)"
+            )
+    return found
+
+
+def _wheels_tar(prefix: str, wheels: Mapping[str, bytes]) -> bytes:
+    """The prefix with the wheels to install in it, root's, for put_archive."""
+    root = prefix.lstrip("/")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for directory, mode in ((AGENTS_ROOT.lstrip("/"), 0o755), (root, 0o755)):
+            tar.addfile(_entry(directory, tarfile.DIRTYPE, mode))
+        tar.addfile(_entry(f"{root}/.wheels", tarfile.DIRTYPE, 0o700))
+        for wheel, data in sorted(wheels.items()):
+            info = _entry(f"{root}/.wheels/{wheel}", tarfile.REGTYPE, 0o644)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _command_launcher(python: str, prefix: str, command: str) -> bytes:
+    """AGENT_BIN with the one launcher, the agent's command, for put_archive: pip's script for
+    it, run by the worker's Python in isolated mode with the agent's packages on its path
+    (so no variable carries them to the processes the agent starts)."""
+    lines = [
+        f"#!{python} -I",
+        f"# examhall: the agent's command {command}, pip's script in {prefix}/bin.",
+        "import runpy, sys",
+        f"sys.path[:0] = [{prefix + '/lib'!r}]",
+        f"sys.argv[0] = {AGENT_BIN + '/' + command!r}",
+        f"runpy.run_path({prefix + '/bin/' + command!r}, run_name='__main__')",
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.addfile(_entry(AGENT_BIN.lstrip("/"), tarfile.DIRTYPE, 0o755))
+        info = _entry(f"{AGENT_BIN.lstrip('/')}/{command}", tarfile.REGTYPE, 0o755)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _entry(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.uid, info.gid = kind, mode, 0, 0
+    info.mtime = int(time.time())
+    return info
 
 
 def _worker_python(client: docker.DockerClient, ref: str) -> str:
@@ -157,16 +422,3 @@ def _worker_python(client: docker.DockerClient, ref: str) -> str:
             f"build it with the EnvironmentBuilder first"
         )
     return str(entrypoint[0])
-
-
-def _pip_dockerfile(base: str, python: str, agent: AgentEnvironment) -> str:
-    prefix = f"{_AGENTS_DIR}/pip-{fields_digest([('pip', ' '.join(agent.pip).encode())])[:12]}"
-    install = ["/bin/sh", "/tmp/examhall-agent-install.sh", python, prefix, *agent.pip]
-    return (
-        f"FROM {base}\n"
-        "USER 0:0\n"
-        "COPY examhall-agent-wheels /tmp/examhall-agent-wheels\n"
-        "COPY examhall-agent-install.sh examhall-launchers.py /tmp/\n"
-        f"RUN {json.dumps(install)}\n"
-        "USER 0:0\n"
-    )

@@ -7,14 +7,20 @@ source carries the run's id, so no test reuses another run's (or a box's) enviro
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import shutil
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import docker
 import docker.errors
 import pytest
 
+from sandbox.external import AGENT_BIN
 from sandbox.protocol import ModelRef, RunSpec
 from service.backends.docker import DockerBackend, DockerSettings
 from service.environments import (
@@ -28,6 +34,7 @@ from service.environments import (
     dockerfile_source,
     ensure_agent_layer,
 )
+from service.environments.agents import AGENTS_ROOT
 from service.environments.worker_layer import RUNTIME_PYTHON
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
@@ -337,7 +344,7 @@ def test_agents_install_above_an_environment_without_python(
     pip_agent = AgentEnvironment(pip=["cowsay==6.1"], command=["cowsay", "-t", "{task}"])
     layered = ensure_agent_layer(envs, env, pip_agent, Lines())
     assert layered.workdir == env.workdir and layered.ref != env.ref
-    said = run(docker_client, layered.ref, "cowsay", "-t", "moo")
+    said = run(docker_client, layered.ref, f"{AGENT_BIN}/cowsay", "-t", "moo")
     assert "moo" in said
     # The agent's packages are the agent's: the worker's interpreter does not see them.
     worker_sees = run(
@@ -356,3 +363,296 @@ def test_agents_install_above_an_environment_without_python(
     assert run(docker_client, llm.ref, "/bin/sh", "-c", "command -v examhall-llm-agent") == (
         "/usr/local/bin/examhall-llm-agent\n"
     )
+
+
+# The pip agents below come from a directory of wheels made here (pip's --find-links, no
+# index): a wheel is a zip with a dist-info. pip's own wheel is the host Python's bundled one.
+def make_wheel(
+    into: Path,
+    name: str,
+    *,
+    scripts: dict[str, str] | None = None,
+    requires: tuple[str, ...] = (),
+    files: dict[str, str] | None = None,
+    version: str = "1.0",
+) -> Path:
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    members = {
+        f"{module}/__init__.py": "",
+        **(files or {}),
+        f"{info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+            + "".join(f"Requires-Dist: {r}\n" for r in requires)
+        ),
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: examhall-tests\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    if scripts:
+        members[f"{info}/entry_points.txt"] = "[console_scripts]\n" + "".join(
+            f"{script} = {target}\n" for script, target in scripts.items()
+        )
+    record = []
+    for member, text in members.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{member},sha256={digest.decode()},{len(text.encode())}")
+    members[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    path = into / f"{module}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for member, text in members.items():
+            # A fixed date: the same files make the same bytes.
+            wheel.writestr(zipfile.ZipInfo(member, date_time=(2020, 1, 1, 0, 0, 0)), text)
+    return path
+
+
+def bundled_pip() -> Path:
+    import ensurepip
+
+    found = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    if not found:
+        pytest.fail("the host Python bundles no pip wheel (ensurepip/_bundled); install one")
+    return found[-1]
+
+
+PROBE = {
+    "examhall_probe_agent/__init__.py": (
+        "import sys\ndef main():\n    print('probe-agent says', *sys.argv[1:])\n"
+    ),
+}
+
+
+@pytest.fixture
+def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A --find-links directory the host's pip download reads instead of any index."""
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    shutil.copy(bundled_pip(), house)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(house))
+    return house
+
+
+@pytest.fixture(scope="module")
+def pip_env(builder_module: EnvironmentBuilder) -> BuiltEnvironment:
+    # The image has a pip of its own, which a dependency's `pip` must not be refused over.
+    return builder_module.build(
+        dockerfile("pip-agents", f"FROM {DEBIAN}\nRUN ln -s /bin/true /usr/local/bin/pip"),
+        Lines(),
+    )
+
+
+@pytest.fixture(scope="module")
+def builder_module(
+    docker_client: docker.DockerClient, sandbox_image: str, cleanup: None, agent_cleanup: None
+) -> EnvironmentBuilder:
+    return EnvironmentBuilder(
+        docker_client,
+        sandbox_image=sandbox_image,
+        settings=Settings(debian_suite="bookworm"),
+        repository=REPOSITORY,
+    )
+
+
+def agent_images(client: docker.DockerClient) -> set[str]:
+    return {str(image.id) for image in client.images.list(name=f"{REPOSITORY}-agent")}
+
+
+def install_containers(client: docker.DockerClient) -> list[str]:
+    """This run's install containers still there (every one is removed, refused or not)."""
+    return [
+        str(c.name)
+        for c in client.containers.list(all=True, filters={"name": "examhall-agent-install-"})
+        if str(c.attrs["Config"]["Image"]).startswith(REPOSITORY)
+    ]
+
+
+PROBE_AGENT = AgentEnvironment(pip=["examhall-probe-agent==1.0"], command=["probe-agent", "{task}"])
+
+
+def test_a_dependency_shipping_pip_is_no_conflict_and_only_the_agents_command_is_exposed(
+    builder_module: EnvironmentBuilder,
+    pip_env: BuiltEnvironment,
+    wheelhouse: Path,
+    docker_client: docker.DockerClient,
+) -> None:
+    make_wheel(
+        wheelhouse,
+        "examhall-probe-agent",
+        scripts={"probe-agent": "examhall_probe_agent:main"},
+        requires=("examhall-probe-dep==1.0",),
+        files=PROBE,
+    )
+    make_wheel(wheelhouse, "examhall-probe-dep", scripts={"pip": "examhall_probe_dep:main"})
+    layered = ensure_agent_layer(builder_module, pip_env, PROBE_AGENT, Lines())
+    # The agent's PATH (sandbox/external.py puts AGENT_BIN first) finds its command...
+    said = run(
+        docker_client,
+        layered.ref,
+        "/bin/sh",
+        "-c",
+        f"PATH={AGENT_BIN}:/usr/local/bin:/usr/bin:/bin; probe-agent moo; command -v pip;"
+        f" ls {AGENT_BIN}; ls {AGENTS_ROOT}/*/bin",
+    )
+    lines = said.splitlines()
+    assert lines[0] == "probe-agent says moo", said
+    # ...and the image's pip, not the dependency's, which stays in the agent's prefix.
+    assert lines[1] == "/usr/local/bin/pip", said
+    assert lines[2] == "probe-agent", said
+    assert {"pip", "probe-agent"} <= set(lines[3:]), said
+    # Neither the image's Python nor the worker's sees the agent's packages.
+    worker = docker_client.images.get(layered.ref).attrs["Config"]["Entrypoint"][0]
+    for python in ("/usr/bin/python3", worker):
+        seen = run(
+            docker_client,
+            layered.ref,
+            python,
+            "-c",
+            "import importlib.util; print(importlib.util.find_spec('examhall_probe_agent'))",
+        )
+        assert seen == "None\n", (python, seen)
+    assert install_containers(docker_client) == []
+
+    # In a trial, the worker finds the command on the agent's PATH (sandbox/external.py).
+    backend = DockerBackend(
+        DockerSettings(image=layered.ref, scope=f"tests-env-{RUN}"), docker_client
+    )
+    record = run_trial(
+        Launcher(backend),
+        RunSpec(
+            trial_id=f"env-{uuid.uuid4().hex[:8]}",
+            suite=load_suite("evals/smoke.py"),
+            case_id="create-greeting",
+            model=ModelRef.parse("faux/solution"),
+            command=("probe-agent", "{task}"),
+        ),
+        job_id="tests",
+        deadline_s=120,
+    )
+    assert b"probe-agent says" in record.artifacts.get("agent.stdout", b""), record.result
+
+
+def test_a_console_script_that_is_a_path_is_refused_naming_its_wheel(
+    builder_module: EnvironmentBuilder,
+    pip_env: BuiltEnvironment,
+    wheelhouse: Path,
+    docker_client: docker.DockerClient,
+) -> None:
+    make_wheel(
+        wheelhouse,
+        "examhall-probe-agent",
+        scripts={"probe-agent": "examhall_probe_agent:main"},
+        requires=("examhall-probe-dep==1.0",),
+        files=PROBE,
+    )
+    make_wheel(
+        wheelhouse,
+        "examhall-probe-dep",
+        scripts={"../lib/python3.11/dist-packages/usercustomize.py": "examhall_probe_dep:x"},
+    )
+    before = agent_images(docker_client)
+    with pytest.raises(EnvironmentBuildError) as refused:
+        ensure_agent_layer(builder_module, pip_env, PROBE_AGENT, Lines())
+    message = str(refused.value)
+    assert "examhall_probe_dep-1.0-py3-none-any.whl" in message, message
+    assert "../lib/python3.11/dist-packages/usercustomize.py" in message, message
+    assert "not a plain file name" in message and "Nothing was installed" in message, message
+    assert agent_images(docker_client) == before
+    assert install_containers(docker_client) == []
+
+
+def test_a_layer_that_changes_files_outside_its_prefix_is_refused(
+    builder_module: EnvironmentBuilder,
+    pip_env: BuiltEnvironment,
+    wheelhouse: Path,
+    docker_client: docker.DockerClient,
+) -> None:
+    # pip itself comes from the index: one that writes where every root Python looks (and
+    # then does what the install script checks) must still leave no image behind.
+    for old in wheelhouse.glob("pip-*.whl"):
+        old.unlink()
+    make_wheel(
+        wheelhouse,
+        "pip",
+        version="99.0",
+        files={
+            "pip/__main__.py": (
+                "import os, sys\n"
+                "open('/usr/lib/python3/dist-packages/usercustomize.py', 'w').write('')\n"
+                "target = sys.argv[sys.argv.index('--target') + 1]\n"
+                "os.makedirs(os.path.join(target, 'bin'))\n"
+                "script = os.path.join(target, 'bin', 'probe-agent')\n"
+                "open(script, 'w').write('#!/bin/sh\\n')\n"
+                "os.chmod(script, 0o755)\n"
+            )
+        },
+    )
+    make_wheel(
+        wheelhouse,
+        "examhall-probe-agent",
+        scripts={"probe-agent": "examhall_probe_agent:main"},
+        files=PROBE,
+    )
+    agent = AgentEnvironment(pip=["examhall-probe-agent==1.0"], command=["probe-agent", "{task}"])
+    before = agent_images(docker_client)
+    with pytest.raises(EnvironmentBuildError) as refused:
+        ensure_agent_layer(builder_module, pip_env, agent, Lines())
+    message = str(refused.value)
+    assert "changed files outside its directory" in message, message
+    assert "added /usr/lib/python3/dist-packages/usercustomize.py" in message, message
+    assert "no image was made" in message
+    assert agent_images(docker_client) == before
+    assert install_containers(docker_client) == []
+
+
+def test_the_layers_cache_key_covers_the_wheels_bytes(
+    builder_module: EnvironmentBuilder,
+    pip_env: BuiltEnvironment,
+    wheelhouse: Path,
+    docker_client: docker.DockerClient,
+) -> None:
+    def probe(says: str) -> BuiltEnvironment:
+        make_wheel(
+            wheelhouse,
+            "examhall-probe-agent",
+            scripts={"probe-agent": "examhall_probe_agent:main"},
+            files={"examhall_probe_agent/__init__.py": f"def main():\n    print({says!r})\n"},
+        )
+        return ensure_agent_layer(builder_module, pip_env, PROBE_AGENT, Lines())
+
+    first = probe("first")
+    again = probe("first")
+    second = probe("second")  # the same name and version, other bytes
+    assert again == first
+    assert second.ref != first.ref and second.content_hash != first.content_hash
+    path = f"PATH={AGENT_BIN}:/usr/bin:/bin"
+    assert run(docker_client, second.ref, "/bin/sh", "-c", f"{path} probe-agent") == "second\n"
+    assert run(docker_client, first.ref, "/bin/sh", "-c", f"{path} probe-agent") == "first\n"
+
+
+def test_a_pip_agent_runs_on_the_bundled_python_of_an_image_without_one(
+    builder_module: EnvironmentBuilder, wheelhouse: Path, docker_client: docker.DockerClient
+) -> None:
+    env = builder_module.build(
+        dockerfile(
+            "agents-no-python",
+            f"FROM {DEBIAN}\nRUN rm -rf /usr/bin/python3* /usr/lib/python3* && true",
+        ),
+        Lines(),
+    )
+    make_wheel(
+        wheelhouse,
+        "examhall-probe-agent",
+        scripts={"probe-agent": "examhall_probe_agent:main"},
+        files=PROBE,
+    )
+    layered = ensure_agent_layer(builder_module, env, PROBE_AGENT, Lines())
+    said = run(docker_client, layered.ref, f"{AGENT_BIN}/probe-agent", "moo")
+    assert said == "probe-agent says moo\n"
+    seen = run(
+        docker_client,
+        layered.ref,
+        RUNTIME_PYTHON,
+        "-c",
+        "import importlib.util; print(importlib.util.find_spec('examhall_probe_agent'))",
+    )
+    assert seen == "None\n"

@@ -180,6 +180,36 @@ def test_code_the_agent_puts_on_pythons_path_does_not_run_in_the_verifiers_launc
     assert record.result.error_kind == "no_reward", record.result
 
 
+def test_a_module_the_agent_plants_in_the_workdir_does_not_run_in_the_verifier(
+    backend: DockerBackend, task_image: str
+) -> None:
+    # `python3 -m unittest` in the working directory would import the agent's unittest/
+    # before the standard library's, as root: its reward.json (read first) would stand.
+    plant = (
+        "mkdir -p unittest && cat > unittest/__main__.py <<'EOF'\n"
+        "import json\n"
+        "json.dump({'reward': 1}, open('/logs/verifier/reward.json', 'w'))\n"
+        "EOF\n"
+        "touch unittest/__init__.py\n"
+    )
+    test = (
+        "cat > /tests/test_answer.py <<'EOF'\n"
+        "import pathlib, unittest\n"
+        "class Answer(unittest.TestCase):\n"
+        "    def test_answer(self):\n"
+        "        self.assertEqual(pathlib.Path('answer.txt').read_text().strip(), '42')\n"
+        "EOF\n"
+        "if python3 -m unittest discover -s /tests; then r=1; else r=0; fi\n"
+        "echo $r > /logs/verifier/reward.txt\n"
+        "env | grep ^PYTHON\n"
+    )
+    record = run_task(backend, task_image, test=test, solve=plant)
+    log = record.artifacts["verifier.log"].decode()
+    assert record.result.outcome == "failed", (record.result, log)
+    assert record.result.score == 0.0
+    assert "PYTHONSAFEPATH=1" in log and "PYTHONNOUSERSITE=1" in log, log
+
+
 @pytest.mark.parametrize(
     ("test", "timeout_s", "words"),
     [

@@ -1,0 +1,52 @@
+"""check-tasks' scan of a task's test.sh for files it runs from the agent's workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from service.cli.check_tasks import runs_agent_files, workspace_warnings
+
+COOKBOOK = Path(__file__).parent.parent / "fixtures" / "harbor_cookbook"
+WORKDIRS = {"/app", "/workspace", "/srv/task"}
+
+
+def test_running_the_agents_files_as_root_is_flagged() -> None:
+    script = (
+        "#!/bin/bash\n"
+        "bash /app/run_tests.sh\n"
+        "source ./env.sh\n"
+        "cd /tmp && python3 -u /srv/task/check.py --fast\n"
+        "if /workspace/grade; then echo 1 > /logs/verifier/reward.txt; fi\n"
+        "python3 grade.py\n"
+    )
+    found = runs_agent_files(script, WORKDIRS)
+    assert [line.split(":")[0] for line in found] == [
+        "line 2",
+        "line 3",
+        "line 4",
+        "line 5",
+        "line 6",
+    ], found
+
+
+def test_running_the_tests_own_files_and_modules_is_not() -> None:
+    script = (
+        "# bash /app/run.sh is only a comment\n"
+        "bash /tests/run.sh\n"
+        "source $HOME/.local/bin/env\n"
+        "python3 -m pytest /tests/test_state.py\n"
+        "curl -LsSf https://example.invalid/install.sh | sh\n"
+        "cat /app/output.txt > /logs/verifier/seen.txt\n"
+    )
+    assert runs_agent_files(script, WORKDIRS) == []
+
+
+def test_the_cookbook_task_is_not_warned_about_and_a_planted_runner_is(tmp_path: Path) -> None:
+    assert workspace_warnings(COOKBOOK / "simple-task") == []
+    task = tmp_path / "runs-agent-code"
+    (task / "tests").mkdir(parents=True)
+    (task / "environment").mkdir()
+    (task / "environment" / "Dockerfile").write_text("FROM debian\nWORKDIR /srv/code/\n")
+    (task / "tests" / "test.sh").write_text("/srv/code/check.sh > /logs/verifier/reward.txt\n")
+    (warning,) = workspace_warnings(tmp_path)
+    assert "runs-agent-code" in warning and "line 1" in warning and "heuristic" in warning
