@@ -42,9 +42,10 @@ import requests
 
 from sandbox.external import AGENT_BIN
 from service.backends.docker.agent_images import recipe_dir
+from service.backends.docker.capped import Caps
 from service.backends.docker.debian_base import ImageBuildError, Progress
 from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
-from service.backends.docker.wheels import download_wheels, image_glibc, python_version
+from service.backends.docker.wheels import download_wheels, image_python
 from service.domain.agents import AGENTS, AgentEnvironment
 from service.environments.build import BuildError, BuildLimits, BuildLog, run_build
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
@@ -115,9 +116,15 @@ def ensure_agent_layer(
     # release replaced on the index (or an index that serves other bytes) is a new layer.
     try:
         with tempfile.TemporaryDirectory(prefix="examhall-agent-wheels-") as scratch:
-            version = python_version(client, env.ref, python)
-            glibc = image_glibc(client, env.ref, python)
-            download_wheels(requirements, version, Path(scratch), progress, glibc=glibc)
+            settings = builder.settings
+            caps = Caps(
+                settings.build_memory,
+                settings.build_pids,
+                settings.build_cpu_shares,
+                settings.build_timeout_s,
+            )
+            found = image_python(client, env.ref, python, caps=caps)
+            download_wheels(requirements, found.version, Path(scratch), progress, glibc=found.glibc)
             wheels = {path.name: path.read_bytes() for path in sorted(Path(scratch).iterdir())}
     except ImageBuildError as exc:
         raise EnvironmentBuildError(f"Installing the agent {name} failed: {exc}") from exc
@@ -290,7 +297,7 @@ def _install_pip_agent(
         security_opt=["no-new-privileges"],
         mem_limit=settings.build_memory,
         cpu_shares=settings.build_cpu_shares,
-        pids_limit=512,
+        pids_limit=settings.build_pids,
         name=f"examhall-agent-install-{prefix.rsplit('/', 1)[1]}-{uuid.uuid4().hex[:8]}",
     )
     try:
