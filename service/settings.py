@@ -236,8 +236,15 @@ class Settings(BaseSettings):
     )
     build_network: Stripped | None = Field(
         default=None,
-        description="the Docker network of environment builds' RUN steps (default: Docker's "
-        "own; none cuts them off)",
+        description="the Docker network of environment builds' RUN steps (default: examhall's "
+        "isolated build network, which reaches only the build proxy; none cuts them off; "
+        "another name is used as it is)",
+    )
+    build_egress: Stripped | None = Field(
+        default=None,
+        description="the hosts environment builds may fetch from through the build proxy, "
+        "comma-separated, *.domain for any name under one (default: Debian's, Ubuntu's and "
+        "PyPI's, and the bootstrapped base's mirror)",
     )
     # Where things live.
     docs_dir: Path | None = Field(

@@ -16,6 +16,7 @@ import pytest
 
 from sandbox.protocol import ModelRef, RunSpec, SuiteBundle
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
+from service.backends.docker.build_network import PROXY, remove_build_network
 from service.backends.docker.images import ensure_sandbox_image
 from service.launch.launcher import Launcher
 from service.launch.trial import TrialRecord, run_trial
@@ -49,6 +50,23 @@ def backend(docker_client: docker.DockerClient, sandbox_image: str) -> DockerBac
     # A scope of this test run's own: its reaps never touch another process's containers.
     scope = f"tests-{uuid.uuid4().hex[:12]}"
     return DockerBackend(DockerSettings(image=sandbox_image, scope=scope), docker_client)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def build_network_left_as_found() -> Iterator[None]:
+    """Builds make the box's build network and proxy on first use (service/backends/docker/
+    build_network.py); a test run that made them removes them, leaving the engine as it was."""
+    try:
+        client = docker.from_env()
+        client.ping()
+        there = bool(client.containers.list(all=True, filters={"name": f"^{PROXY}$"}))
+    except docker.errors.DockerException:
+        yield  # no engine: nothing can make them
+        return
+    yield
+    if not there:
+        remove_build_network(client)
+    client.close()
 
 
 @pytest.fixture(autouse=True)

@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import docker
 import docker.errors
 
+from service.backends.docker.build_network import DEFAULT_EGRESS, ensure_build_network
 from service.backends.docker.capped import Caps
 from service.backends.docker.debian_base import (
     DEBIAN_BASE_REPO,
@@ -26,6 +28,7 @@ from service.backends.docker.debian_base import (
     Progress,
     bootstrap_debian_base,
     debian_suite,
+    find_mirror,
 )
 from service.backends.docker.images import HASH_LABEL, BuildContext
 from service.backends.docker.wheels import download_wheels, image_python
@@ -154,6 +157,21 @@ class EnvironmentBuilder:
 
     # -- internals
 
+    def _network(self, settings: Settings) -> tuple[str, dict[str, str]]:
+        """The network of the build's RUN steps, and the build arguments that point them at
+        the build proxy (build_network.py) when it is examhall's own."""
+        if settings.build_network is not None:
+            return settings.build_network, {}
+        hosts = set(DEFAULT_EGRESS)
+        if settings.build_egress is not None:
+            hosts = {h for h in settings.build_egress.split(",") if h.strip()}
+        else:
+            mirror = find_mirror(debian_suite())
+            if mirror and urlsplit(mirror).hostname:
+                hosts.add(str(urlsplit(mirror).hostname))
+        network = ensure_build_network(self.client, self.sandbox_image, hosts)
+        return network.name, network.build_args()
+
     def _lookup(self, digest: str) -> BuiltEnvironment | None:
         ref = f"{self.repository}:{digest[:12]}"
         try:
@@ -251,10 +269,11 @@ class EnvironmentBuilder:
             left = max(deadline - time.monotonic(), 0.0)
             return Caps(settings.build_memory, settings.build_pids, settings.build_cpu_shares, left)
 
+        network, build_args = self._network(settings)
         limits = BuildLimits(
             memory=settings.build_memory,
             cpu_shares=settings.build_cpu_shares,
-            network=settings.build_network,
+            network=network,
         )
         ref = f"{self.repository}:{prepared.digest[:12]}"
         started = time.monotonic()
@@ -279,6 +298,7 @@ class EnvironmentBuilder:
                 context.tarball(),
                 tag=None,
                 labels={},
+                buildargs=build_args,
                 limits=limits,
                 timeout_s=deadline - time.monotonic(),
                 progress=progress,

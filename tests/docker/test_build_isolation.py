@@ -10,6 +10,7 @@ run's id, so no test reuses another run's environment."""
 from __future__ import annotations
 
 import http.server
+import ipaddress
 import re
 import threading
 import time
@@ -52,10 +53,12 @@ def builder(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[
             docker_client.images.remove(tag, force=True)
 
 
-def source(name: str, text: str, timeout_s: float | None = None) -> EnvironmentSource:
+def source(
+    name: str, text: str, timeout_s: float | None = None, files: dict[str, bytes] | None = None
+) -> EnvironmentSource:
     made = dockerfile_source(
         f"suite isolation, task {name}",
-        {"Dockerfile": f"{text}\nLABEL examhall.test-run={RUN}\n".encode()},
+        {"Dockerfile": f"{text}\nLABEL examhall.test-run={RUN}\n".encode(), **(files or {})},
     )
     return EnvironmentSource(made.name, made.files, None, timeout_s)
 
@@ -132,6 +135,67 @@ def test_add_of_a_url_is_refused_in_every_spelling_before_the_engine_fetches(
     finally:
         server.shutdown()
         server.server_close()
+
+
+# Run in a RUN step: the host's own bridge address directly, then through the build proxy
+# (Docker hands the step its address in http_proxy) the same address and an unlisted name.
+_REACH = r"""
+import os, socket, sys, urllib.request
+host, port = sys.argv[1], int(sys.argv[2])
+try:
+    socket.create_connection((host, port), timeout=3).close()
+    print("direct: CONNECTED")
+except OSError as exc:
+    print("direct: unreachable", type(exc).__name__)
+for url in (f"http://{host}:{port}/", f"http://unlisted.example:{port}/"):
+    try:
+        urllib.request.urlopen(url, timeout=5).read()
+        print("proxied: FETCHED", url)
+    except Exception as exc:
+        print("proxied: refused", url, getattr(exc, "code", type(exc).__name__))
+print("proxy is", "set" if os.environ.get("http_proxy") else "unset")
+"""
+
+
+def test_a_run_step_reaches_neither_the_host_nor_an_unlisted_host(
+    builder: EnvironmentBuilder, docker_client: docker.DockerClient
+) -> None:
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    # The host's own listener on every address, reached as a step would on Docker's bridge.
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    bridge = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    gateway = bridge.get("Gateway") or str(next(ipaddress.ip_network(bridge["Subnet"]).hosts()))
+    port = server.server_address[1]
+    lines: list[str] = []
+    try:
+        builder.build(
+            source(
+                "reach",
+                f"FROM {DEBIAN}\nCOPY reach.py /reach.py\nRUN python3 /reach.py {gateway} {port}",
+                files={"reach.py": _REACH.encode()},
+            ),
+            lines.append,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    printed = "\n".join(lines)
+    assert "direct: unreachable" in printed, printed
+    assert f"proxied: refused http://{gateway}:{port}/ 403" in printed, printed
+    assert f"proxied: refused http://unlisted.example:{port}/ 403" in printed, printed
+    assert "proxy is set" in printed and "CONNECTED" not in printed and "FETCHED" not in printed
+    assert hits == []
 
 
 def test_a_capped_run_has_no_capabilities_network_or_room(

@@ -1,0 +1,257 @@
+"""The forward proxy that environment builds reach the package mirrors through.
+
+A team's `RUN` steps run on a network with no route anywhere (service/backends/docker/
+build_network.py): the one address they can reach is this proxy's. It forwards plain HTTP
+(absolute-form requests, as apt sends them through `http_proxy`) and `CONNECT` tunnels (as pip
+and curl use for HTTPS) to the named hosts the operator allows (EXAMHALL_BUILD_EGRESS), on
+ports 80 and 443 alone, and refuses everything else with a 403 that says why. A name is
+resolved here, and an address the box must keep to itself (loopback, link-local and so a
+cloud's metadata endpoint, unspecified, multicast) is refused whatever name led to it.
+
+Run in a container of the sandbox image (stdlib only):
+
+    python3 -m sandbox.build_proxy --listen 0.0.0.0:3128 --allow deb.debian.org,*.pypi.org
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import select
+import socket
+import socketserver
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+HEAD_LIMIT = 64 * 1024  # a request line and headers; more is no request
+IDLE_S = 120.0  # a tunnel or a response that moves nothing for this long is closed
+MAX_CONNECTIONS = 64
+
+Resolver = Callable[[str, int], list[str]]
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def refused_address(address: str) -> bool:
+    """Whether `address` is one of the box's own kind: never a package mirror."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast
+
+
+@dataclass(frozen=True)
+class Policy:
+    hosts: frozenset[str]  # exact names, or "*.suffix" for any name under it
+    ports: frozenset[int] = frozenset({80, 443})
+    resolve: Resolver = _resolve
+    refuse: Callable[[str], bool] = refused_address
+
+    def allows_host(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        if host in self.hosts:
+            return True
+        return any(
+            pattern.startswith("*.") and host.endswith(pattern[1:]) for pattern in self.hosts
+        )
+
+    def addresses(self, host: str, port: int) -> tuple[list[str], str | None]:
+        """Where `host:port` may be reached, or why not."""
+        if port not in self.ports:
+            return [], f"port {port} is not one builds may reach ({sorted(self.ports)})"
+        if not self.allows_host(host):
+            return [], f"{host} is not among the hosts builds may reach (EXAMHALL_BUILD_EGRESS)"
+        try:
+            found = self.resolve(host, port)
+        except OSError as exc:
+            return [], f"{host} does not resolve ({exc})"
+        allowed = [a for a in found if not self.refuse(a)]
+        if not allowed:
+            return [], f"{host} resolves only to addresses builds may not reach ({found})"
+        return allowed, None
+
+
+@dataclass
+class _Counters:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    open: int = 0
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: BuildProxy
+
+    def handle(self) -> None:
+        client: socket.socket = self.request
+        client.settimeout(IDLE_S)
+        try:
+            read = _read_head(client)
+        except (OSError, ValueError):
+            return
+        if read is None:
+            return
+        head, after = read
+        request_line, rest = head.split(b"\r\n", 1) if b"\r\n" in head else (head, b"")
+        try:
+            method, target, version = request_line.decode("latin-1").split(" ")
+        except ValueError:
+            _answer(client, 400, "not an HTTP request line")
+            return
+        if method.upper() == "CONNECT":
+            host, _, port_text = target.rpartition(":")
+            self._tunnel(client, host.strip("[]"), _port(port_text), after)
+            return
+        if not target.lower().startswith("http://"):
+            _answer(client, 400, "a proxy request names an absolute http:// URL")
+            return
+        authority, slash, path = target[len("http://") :].partition("/")
+        host, colon, port_text = authority.rpartition(":")
+        if not colon or "]" in port_text:
+            host, port_text = authority, "80"
+        upstream = self._connect(client, host.strip("[]"), _port(port_text))
+        if upstream is None:
+            return
+        # The first request in origin-form; what follows on the connection (apt pipelines its
+        # requests) goes as it is, to this host alone whatever it names.
+        headers = [
+            line for line in rest.split(b"\r\n") if line and not line.lower().startswith(b"proxy-")
+        ]
+        upstream.sendall(
+            f"{method} {slash}{path} {version}\r\n".encode("latin-1")
+            + b"".join(line + b"\r\n" for line in headers)
+            + b"\r\n"
+            + after
+        )
+        _relay(client, upstream)
+
+    def _tunnel(self, client: socket.socket, host: str, port: int, after: bytes) -> None:
+        upstream = self._connect(client, host, port)
+        if upstream is None:
+            return
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        _relay(client, upstream, first=after)
+
+    def _connect(self, client: socket.socket, host: str, port: int) -> socket.socket | None:
+        addresses, why = self.server.policy.addresses(host, port)
+        if why is not None:
+            self.server.log(f"refused {host}:{port}: {why}")
+            _answer(client, 403, f"examhall's build proxy refused {host}:{port}: {why}")
+            return None
+        for address in addresses:
+            try:
+                upstream = socket.create_connection((address, port), timeout=30)
+            except OSError:
+                continue
+            upstream.settimeout(IDLE_S)
+            self.server.log(f"allowed {host}:{port} ({address})")
+            return upstream
+        _answer(client, 502, f"examhall's build proxy could not reach {host}:{port}")
+        return None
+
+
+def _port(text: str) -> int:
+    return int(text) if text.isdigit() and len(text) <= 5 else -1
+
+
+def _read_head(client: socket.socket) -> tuple[bytes, bytes] | None:
+    """The first request's head, and whatever the client sent after it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = client.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) > HEAD_LIMIT:
+            raise ValueError("request head too large")
+    head, _, after = data.partition(b"\r\n\r\n")
+    return head, after
+
+
+def _answer(client: socket.socket, status: int, message: str) -> None:
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    body = (message + "\n").encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    with contextlib.suppress(OSError):
+        client.sendall(head.encode() + body)
+
+
+def _relay(one: socket.socket, other: socket.socket, first: bytes = b"") -> None:
+    """Bytes both ways between the client `one` and the server `other` (`first` already
+    read from the client), until either closes or both idle for IDLE_S."""
+    pairs = {one: other, other: one}
+    try:
+        if first:
+            other.sendall(first)
+        while True:
+            readable, _, _ = select.select(list(pairs), [], [], IDLE_S)
+            if not readable:
+                return
+            for sock in readable:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                pairs[sock].sendall(data)
+    except OSError:
+        return
+    finally:
+        other.close()
+
+
+class BuildProxy(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        policy: Policy,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.policy = policy
+        self._log = log or (lambda line: print(line, flush=True))
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(address, _Handler)
+
+    def log(self, line: str) -> None:
+        self._log(line)
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if not self._slots.acquire(blocking=False):
+            _answer(request, 502, "examhall's build proxy is at its connection limit")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def parse_hosts(value: str) -> frozenset[str]:
+    return frozenset(h.strip().lower().rstrip(".") for h in value.split(",") if h.strip())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--listen", default="0.0.0.0:3128")
+    parser.add_argument("--allow", required=True, help="comma-separated hosts, *.suffix allowed")
+    args = parser.parse_args(argv)
+    host, _, port = args.listen.rpartition(":")
+    server = BuildProxy((host, int(port)), Policy(parse_hosts(args.allow)))
+    print(f"examhall build proxy on {args.listen}, for {args.allow}", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The build proxy (sandbox/build_proxy.py) on loopback: it forwards plain HTTP and CONNECT
+tunnels to the hosts it allows, and refuses, with a 403 that says why, a host not listed, a
+port not allowed, and a listed name that resolves to an address the box keeps to itself.
+
+The upstream is a server this test starts on loopback; the proxy is told that the listed
+names resolve to it (its resolver is a parameter), so no traffic leaves the machine."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from sandbox.build_proxy import BuildProxy, Policy, refused_address
+
+
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = f"path={self.path} host={self.headers.get('Host')}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def upstream() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def proxy(upstream: int) -> Iterator[Callable[..., tuple[int, list[str]]]]:
+    servers: list[BuildProxy] = []
+
+    def start(
+        refuse: Callable[[str], bool] = lambda address: False,
+        resolve: Callable[[str, int], list[str]] = lambda host, port: ["127.0.0.1"],
+    ) -> tuple[int, list[str]]:
+        logged: list[str] = []
+        policy = Policy(
+            frozenset({"mirror.test", "*.pkgs.test"}),
+            ports=frozenset({upstream}),
+            resolve=resolve,
+            refuse=refuse,
+        )
+        server = BuildProxy(("127.0.0.1", 0), policy, log=logged.append)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        servers.append(server)
+        return server.server_address[1], logged
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def exchange(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+def test_plain_http_to_a_listed_host_is_forwarded_in_origin_form(
+    proxy: Callable[..., tuple[int, list[str]]], upstream: int
+) -> None:
+    port, logged = proxy()
+    answer = exchange(
+        port,
+        f"GET http://mirror.test:{upstream}/debian/dists/x HTTP/1.1\r\n"
+        f"Host: mirror.test:{upstream}\r\nProxy-Connection: keep-alive\r\n"
+        "Connection: close\r\n\r\n".encode(),
+    )
+    assert answer.startswith(b"HTTP/1.0 200")
+    assert answer.endswith(f"path=/debian/dists/x host=mirror.test:{upstream}".encode())
+    assert logged == [f"allowed mirror.test:{upstream} (127.0.0.1)"]
+
+
+def test_a_connect_tunnel_to_a_host_under_a_listed_domain_carries_bytes(
+    proxy: Callable[..., tuple[int, list[str]]], upstream: int
+) -> None:
+    port, _ = proxy()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"CONNECT files.pkgs.test:{upstream} HTTP/1.1\r\n\r\n".encode())
+        assert sock.recv(1024) == b"HTTP/1.1 200 Connection established\r\n\r\n"
+        sock.sendall(b"GET /wheel HTTP/1.1\r\nHost: files.pkgs.test\r\nConnection: close\r\n\r\n")
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert received.endswith(b"path=/wheel host=files.pkgs.test")
+
+
+@pytest.mark.parametrize(
+    ("request_line", "why"),
+    [
+        ("GET http://elsewhere.test:{port}/ HTTP/1.1", "elsewhere.test is not among the hosts"),
+        ("CONNECT pkgs.test.evil:{port} HTTP/1.1", "is not among the hosts"),
+        ("CONNECT mirror.test:22 HTTP/1.1", "port 22 is not one builds may reach"),
+        ("GET /relative HTTP/1.1", "names an absolute http:// URL"),
+    ],
+)
+def test_what_is_not_allowed_is_refused_with_the_reason(
+    proxy: Callable[..., tuple[int, list[str]]], upstream: int, request_line: str, why: str
+) -> None:
+    port, _ = proxy()
+    answer = exchange(port, (request_line.format(port=upstream) + "\r\n\r\n").encode())
+    assert answer.split(b"\r\n", 1)[0] in (b"HTTP/1.1 403 Forbidden", b"HTTP/1.1 400 Bad Request")
+    assert why.encode() in answer
+
+
+def test_a_listed_name_that_resolves_to_the_boxs_own_addresses_is_refused(
+    proxy: Callable[..., tuple[int, list[str]]], upstream: int
+) -> None:
+    # The resolver answers what a hostile DNS or a cloud would: loopback, link-local.
+    port, logged = proxy(
+        refuse=refused_address, resolve=lambda host, port: ["127.0.0.1", "169.254.169.254"]
+    )
+    answer = exchange(port, f"CONNECT mirror.test:{upstream} HTTP/1.1\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 403")
+    assert b"resolves only to addresses builds may not reach" in answer
+    assert logged and logged[0].startswith("refused mirror.test")
+
+
+@pytest.mark.parametrize(
+    ("address", "refused"),
+    [
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("169.254.169.254", True),
+        ("0.0.0.0", True),
+        ("224.0.0.1", True),
+        ("151.101.0.223", False),
+    ],
+)
+def test_which_addresses_are_the_boxs_own(address: str, refused: bool) -> None:
+    assert refused_address(address) is refused
