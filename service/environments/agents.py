@@ -42,7 +42,7 @@ import requests
 
 from sandbox.external import AGENT_BIN
 from service.backends.docker.agent_images import recipe_dir
-from service.backends.docker.capped import Caps
+from service.backends.docker.capped import OWNER_LABEL, Caps
 from service.backends.docker.debian_base import ImageBuildError, Progress
 from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
 from service.backends.docker.wheels import download_wheels, image_python
@@ -122,6 +122,7 @@ def ensure_agent_layer(
                 settings.build_pids,
                 settings.build_cpu_shares,
                 settings.build_timeout_s,
+                owner=builder.owner,
             )
             found = image_python(client, env.ref, python, caps=caps)
             download_wheels(requirements, found.version, Path(scratch), progress, glibc=found.glibc)
@@ -298,6 +299,7 @@ def _install_pip_agent(
         mem_limit=settings.build_memory,
         cpu_shares=settings.build_cpu_shares,
         pids_limit=settings.build_pids,
+        labels={OWNER_LABEL: builder.owner} if builder.owner else {},
         name=f"examhall-agent-install-{prefix.rsplit('/', 1)[1]}-{uuid.uuid4().hex[:8]}",
     )
     try:

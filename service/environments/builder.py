@@ -95,8 +95,12 @@ class EnvironmentBuilder:
         sandbox_image: str,
         settings: Settings | None = None,
         repository: str = ENV_REPO,
+        owner: str | None = None,
     ) -> None:
         self.client = client
+        # The control plane building (service/owners.py): on the containers that run a team's
+        # image during a build, so that a plane that dies leaves them to the next one's reaper.
+        self.owner = owner
         self.sandbox_image = sandbox_image
         self._settings = settings
         # Where environments are tagged; tests use one of their own.
@@ -267,7 +271,13 @@ class EnvironmentBuilder:
         def caps() -> Caps:
             # Every run of the team's image counts against the build's own deadline.
             left = max(deadline - time.monotonic(), 0.0)
-            return Caps(settings.build_memory, settings.build_pids, settings.build_cpu_shares, left)
+            return Caps(
+                settings.build_memory,
+                settings.build_pids,
+                settings.build_cpu_shares,
+                left,
+                owner=self.owner,
+            )
 
         network, build_args = self._network(settings)
         limits = BuildLimits(

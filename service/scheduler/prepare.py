@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import case_environments, task_suites
+from service.backends.docker.capped import reap_capped
 from service.backends.protocol import BuildsImages, SandboxBackend
 from service.domain.agents import AgentEnvironment
 from service.domain.job_spec import JobSpec
@@ -38,9 +39,11 @@ from service.environments import (
     ensure_agent_layer,
 )
 from service.environments.cache import ImageCache
+from service.owners import owner_gone
 from service.store import environments as builds
 from service.store.jobs import building_jobs, fail_job, start_built_job
 from service.store.models import Job, Suite
+from service.store.planes import live_planes, plane_owners
 from service.suite_trees import HARBOR
 from service.suites import SuiteError
 
@@ -132,8 +135,26 @@ class EnvironmentPreparer:
                 self._lanes[team] = lane
                 lane.start()
 
+    def _reap(self) -> None:
+        """Remove the build containers (capped runs, agent installs) of planes that are gone:
+        dead on this host, or this store's planes that no longer beat."""
+        with self.sessions() as session:
+            live, known = live_planes(session), plane_owners(session)
+
+        def gone(owner: str) -> bool:
+            if owner == self.builder.owner or owner in live:
+                return False
+            return owner_gone(owner) or owner in known
+
+        for removed in reap_capped(self.builder.client, gone):
+            log.warning("removed build container %s, left by a control plane that is gone", removed)
+
     def _collect(self, cache: ImageCache) -> None:
         self._collect_due = time.monotonic() + COLLECT_S
+        try:
+            self._reap()
+        except Exception:
+            log.exception("reaping the build containers of gone planes failed")
         try:
             with self.sessions() as session:
                 last_used, active = builds.image_uses(session)
@@ -296,7 +317,7 @@ def make_preparer(
     if not isinstance(backend, BuildsImages):
         return None
     client, sandbox_image = backend.build_engine()
-    builder = EnvironmentBuilder(client, sandbox_image=sandbox_image)
+    builder = EnvironmentBuilder(client, sandbox_image=sandbox_image, owner=backend.owner)
     limit = builder.settings.image_cache_gb
     cache = ImageCache(
         client,

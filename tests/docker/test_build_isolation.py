@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import http.server
 import ipaddress
+import os
 import re
+import socket
 import threading
 import time
 import uuid
@@ -21,7 +23,14 @@ import docker
 import docker.errors
 import pytest
 
-from service.backends.docker.capped import CAPPED_LABEL, CappedRunError, Caps, run_capped
+from service.backends.docker.capped import (
+    CAPPED_LABEL,
+    OWNER_LABEL,
+    CappedRunError,
+    Caps,
+    reap_capped,
+    run_capped,
+)
 from service.environments import (
     BuiltEnvironment,
     EnvironmentBuilder,
@@ -29,6 +38,7 @@ from service.environments import (
     EnvironmentSource,
     dockerfile_source,
 )
+from service.owners import owner_gone
 from service.settings import Settings
 
 pytestmark = pytest.mark.docker
@@ -284,3 +294,48 @@ def test_a_failed_or_cancelled_build_leaves_no_layer(
         builder.build(source("cancelled", slow), progress, cancel)
     assert time.monotonic() - started < 60
     assert_no_layer_left(caught.value, docker_client)
+
+
+def test_a_gone_planes_capped_runs_are_reaped_and_a_live_ones_kept(
+    docker_client: docker.DockerClient,
+) -> None:
+    host = socket.gethostname()
+    dead = f"{host}:{2**22 + 7}:{RUN}"  # above the kernel's pid limit: never a live process
+    alive = f"{host}:{os.getpid()}:{RUN}"
+    caps = Caps(memory=64 * 1024 * 1024, pids=16, cpu_shares=512, timeout_s=60, owner=dead)
+    # A plane that died mid-probe: its run goes on with nobody waiting for it (the thread
+    # here stands for the dead plane; its wait ends once the reaper removes the container).
+    ended: list[BaseException] = []
+
+    def dead_plane() -> None:
+        try:
+            run_capped(docker_client, DEBIAN, ["sleep", "infinity"], caps)
+        except docker.errors.DockerException as exc:
+            ended.append(exc)
+
+    left = threading.Thread(target=dead_plane, daemon=True)
+    left.start()
+    kept = docker_client.containers.run(
+        DEBIAN, ["sleep", "infinity"], labels={OWNER_LABEL: alive}, detach=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := owned_by(docker_client, dead)):
+            assert time.monotonic() < deadline, "the capped run never started"
+            time.sleep(0.1)
+        assert reap_capped(docker_client, owner_gone) == found
+        assert owned_by(docker_client, dead) == []
+        assert owned_by(docker_client, alive) == [str(kept.id)]
+    finally:
+        kept.remove(force=True)
+    left.join(timeout=30)
+    assert ended and not left.is_alive()  # its container went under it
+
+
+def owned_by(client: docker.DockerClient, owner: str) -> list[str]:
+    return [
+        str(c.id)
+        for c in client.containers.list(
+            all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={owner}"}
+        )
+    ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import docker
@@ -21,6 +22,9 @@ import docker.types
 import requests.exceptions
 
 CAPPED_LABEL = "examhall.capped-run"
+# The control plane that started it (service/owners.py): a plane that dies mid-run leaves its
+# container to the next plane's reaper (service/scheduler/prepare.py).
+OWNER_LABEL = "examhall.build-owner"
 _OUTPUT_LIMIT = 64 * 1024  # what a run may print that is read back
 _POLL_S = 0.2
 
@@ -31,6 +35,7 @@ class Caps:
     pids: int
     cpu_shares: int
     timeout_s: float
+    owner: str | None = None  # the control plane that runs it, for the reaper
 
 
 class CappedRunError(Exception):
@@ -69,7 +74,11 @@ def run_capped(
         memswap_limit=caps.memory,
         pids_limit=caps.pids,
         cpu_shares=caps.cpu_shares,
-        labels={CAPPED_LABEL: "1", **(labels or {})},
+        labels={
+            CAPPED_LABEL: "1",
+            **({OWNER_LABEL: caps.owner} if caps.owner else {}),
+            **(labels or {}),
+        },
         # What it prints lands on the host's disk: a little is all that is read back.
         log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m"}),
     )
@@ -96,3 +105,16 @@ def run_capped(
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
+
+
+def reap_capped(client: docker.DockerClient, gone: Callable[[str], bool]) -> list[str]:
+    """Remove the capped runs (and agent installs) whose owner `gone` says is gone; their
+    ids."""
+    removed = []
+    for found in client.containers.list(all=True, sparse=True, filters={"label": OWNER_LABEL}):
+        owner = (found.attrs.get("Labels") or {}).get(OWNER_LABEL, "")
+        if owner and gone(owner):
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.remove_container(str(found.id), force=True)
+                removed.append(str(found.id))
+    return removed
