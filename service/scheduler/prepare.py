@@ -242,7 +242,7 @@ class EnvironmentPreparer:
                         self._hold(job_id, built.ref)
         except EnvironmentBuildError as exc:
             if cancel is not None and cancel.is_set():
-                return False  # cancelled: the job's status says so already
+                return False  # cancelled, or this plane stopping: the job's status tells which
             return self._fail(job_id, str(exc))
         with self.sessions.begin() as session:
             started = start_built_job(session, job_id, images)
