@@ -65,13 +65,18 @@ def test_every_api_route_needs_a_valid_token(start_server: Any) -> None:
     assert len(server.http.get("/v1/jobs").json()) == 1
     assert server.http.get(f"/v1/jobs/{job_id}").json()["status"] == "finished"
     # /healthz is for load balancers and compose: no token, and no data beyond up or down
-    # (of the store, the engine, and the machines trials run on: this one engine).
-    assert httpx.get(f"{server.url}/healthz").json() == {
+    # (of the store, the engine, and the machines trials run on: this one engine) and how
+    # much disk the box's built images take (no name of any).
+    health = httpx.get(f"{server.url}/healthz").json()
+    cache = health.pop("image_cache")
+    assert health == {
         "status": "ok",
         "database": "ok",
         "docker": "ok",
         "nodes": {"ready": 1, "drained": 0, "down": 0},
     }
+    assert set(cache) == {"images", "bytes", "limit_bytes"}
+    assert all(isinstance(value, int) for value in cache.values())
 
 
 def test_a_team_sees_and_cancels_only_its_own_jobs(start_server: Any) -> None:
