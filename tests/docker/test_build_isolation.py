@@ -113,9 +113,9 @@ def test_another_teams_image_cannot_be_named_by_any_spelling(
     assert "RUN echo FROM " in message and "No such file or directory" in message
 
 
-def test_add_of_a_url_is_refused_in_every_spelling_before_the_engine_fetches(
-    builder: EnvironmentBuilder,
-) -> None:
+def host_only_server(address: str) -> tuple[http.server.ThreadingHTTPServer, list[str]]:
+    """A listener on the host standing for what only the host should reach, and the paths
+    anyone fetched from it; the caller shuts it down."""
     hits: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -128,8 +128,15 @@ def test_add_of_a_url_is_refused_in_every_spelling_before_the_engine_fetches(
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer((address, 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, hits
+
+
+def test_add_of_a_url_is_refused_in_every_spelling_before_the_engine_fetches(
+    builder: EnvironmentBuilder,
+) -> None:
+    server, hits = host_only_server("127.0.0.1")
     url = f"http://127.0.0.1:{server.server_address[1]}/metadata"
     try:
         for add in (
@@ -170,20 +177,8 @@ print("proxy is", "set" if os.environ.get("http_proxy") else "unset")
 def test_a_run_step_reaches_neither_the_host_nor_an_unlisted_host(
     builder: EnvironmentBuilder, docker_client: docker.DockerClient
 ) -> None:
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
     # The host's own listener on every address, reached as a step would on Docker's bridge.
-    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, hits = host_only_server("0.0.0.0")
     bridge = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
     gateway = bridge.get("Gateway") or str(next(ipaddress.ip_network(bridge["Subnet"]).hosts()))
     port = server.server_address[1]
