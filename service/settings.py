@@ -225,8 +225,13 @@ class Settings(BaseSettings):
     )
     build_pids: PositiveInt = Field(
         default=1024,
-        description="processes at once in a container that runs a team's image while its "
-        "environment is built (the probes of its Python and libc)",
+        description="processes at once of an environment build: all its RUN steps together, "
+        "and each container that runs the team's image to probe its Python and libc",
+    )
+    build_disk: Annotated[int, BeforeValidator(_byte_size)] = Field(
+        default=20 * 1024**3,
+        description="disk an environment build's layers may write above their base images, "
+        "in bytes or with a k, m or g suffix; past it the build is stopped",
     )
     build_cpu_shares: int = Field(
         default=512,

@@ -47,7 +47,7 @@ from service.backends.docker.debian_base import ImageBuildError, Progress
 from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
 from service.backends.docker.wheels import download_wheels, image_python
 from service.domain.agents import AGENTS, AgentEnvironment
-from service.environments.build import BuildError, BuildLimits, BuildLog, run_build
+from service.environments.build import BuildError, BuildLog, run_build
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
 from service.environments.errors import EnvironmentBuildError
 from service.environments.worker_layer import WORKDIR_LABEL
@@ -253,7 +253,7 @@ def _build_catalogue(
             tag=ref,
             labels=labels,
             buildargs={"SANDBOX": env.digest, "PYTHON": python},
-            limits=BuildLimits(settings.build_memory, settings.build_cpu_shares, "none"),
+            limits=builder.limits("none"),
             timeout_s=settings.build_timeout_s,
             progress=progress,
             log=BuildLog(),

@@ -137,7 +137,12 @@ class EnvironmentBuilder:
             progress(f"Environment of {source.name} is built already: {found.ref}.")
             return found
         settings = self.settings.checked(
-            "build_timeout_s", "build_memory", "build_cpu_shares", "build_network", "build_pids"
+            "build_timeout_s",
+            "build_memory",
+            "build_cpu_shares",
+            "build_network",
+            "build_pids",
+            "build_disk",
         )
         timeout = settings.build_timeout_s
         if source.build_timeout_s is not None:
@@ -157,6 +162,19 @@ class EnvironmentBuilder:
             self.sandbox_image,
             self.settings.sandbox_base,
             f"{DEBIAN_BASE_REPO}:{debian_suite()}",
+        )
+
+    def limits(self, network: str | None) -> BuildLimits:
+        """The caps of one build whose RUN steps use `network`."""
+        settings = self.settings
+        return BuildLimits(
+            memory=settings.build_memory,
+            cpu_shares=settings.build_cpu_shares,
+            network=network,
+            pids=settings.build_pids,
+            disk=settings.build_disk,
+            pen_image=self.sandbox_image,
+            owner=self.owner,
         )
 
     # -- internals
@@ -280,11 +298,7 @@ class EnvironmentBuilder:
             )
 
         network, build_args = self._network(settings)
-        limits = BuildLimits(
-            memory=settings.build_memory,
-            cpu_shares=settings.build_cpu_shares,
-            network=network,
-        )
+        limits = self.limits(network)
         ref = f"{self.repository}:{prepared.digest[:12]}"
         started = time.monotonic()
         progress(f"Building the environment of {source.name} ({ref})...")
@@ -325,7 +339,7 @@ class EnvironmentBuilder:
             if task.workdir:
                 labels[WORKDIR_LABEL] = task.workdir
             # The layer needs no network: everything comes from the two images.
-            layer_limits = BuildLimits(limits.memory, limits.cpu_shares, "none")
+            layer_limits = self.limits("none")
             image_id = run_build(
                 self.client,
                 layer_context(task, self.sandbox_image).tarball(),
@@ -343,6 +357,9 @@ class EnvironmentBuilder:
             advice = (
                 f"raise EXAMHALL_BUILD_TIMEOUT_S (now {timeout:.0f} s) if the build needs longer"
                 if exc.timed_out
+                else f"raise EXAMHALL_BUILD_DISK (now {settings.build_disk / 1024**2:.0f} MiB) "
+                "if the environment needs more"
+                if exc.over_disk
                 else "submit the job again when you want it built"
                 if exc.cancelled
                 else "fix the step (the whole log is kept with the build)"

@@ -1,7 +1,8 @@
 """A team's build, as a hostile team would write it, on the real engine: it cannot name another
 team's image however it spells it, cannot make the engine fetch from the host's network,
-runs every probe of its image under the build's caps and deadline, stops on a cancel, and
-leaves no layer when it fails.
+runs every probe of its image under the build's caps and deadline, holds all its RUN steps
+to one pids cap and its layers to a disk cap, stops on a cancel, and leaves no layer when it
+fails.
 
 The victim is an environment of this run's own repository holding a root-only secret; every
 image made here is tagged in that repository or removed by id, and every source carries the
@@ -23,6 +24,7 @@ import docker
 import docker.errors
 import pytest
 
+from service.backends.docker.build_pen import PEN_LABEL, pens_possible
 from service.backends.docker.capped import (
     CAPPED_LABEL,
     OWNER_LABEL,
@@ -61,6 +63,19 @@ def builder(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[
     for image in docker_client.images.list(name=REPOSITORY):
         for tag in image.tags:
             docker_client.images.remove(tag, force=True)
+
+
+@pytest.fixture(scope="module")
+def tight(docker_client: docker.DockerClient, sandbox_image: str) -> EnvironmentBuilder:
+    """A builder with small caps (its images land in REPOSITORY, removed with `builder`'s)."""
+    return EnvironmentBuilder(
+        docker_client,
+        sandbox_image=sandbox_image,
+        settings=Settings(
+            debian_suite="bookworm", build_timeout_s=120, build_pids=32, build_disk="64m"
+        ),
+        repository=REPOSITORY,
+    )
 
 
 def source(
@@ -334,3 +349,43 @@ def owned_by(client: docker.DockerClient, owner: str) -> list[str]:
             all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={owner}"}
         )
     ]
+
+
+# A hundred processes at once, each in a RUN step of its own shell: under a pids cap of 32 for
+# the whole build the shell cannot fork, whatever `ulimit` a root step would set itself.
+FORKS = "n=0; while [ $n -lt 100 ]; do sleep 2 & n=$((n+1)); done; wait"
+
+
+def test_a_builds_run_steps_share_its_pids_cap(
+    builder: EnvironmentBuilder, tight: EnvironmentBuilder, docker_client: docker.DockerClient
+) -> None:
+    if (why := pens_possible(docker_client)) is not None:
+        pytest.skip(why)
+    text = f"FROM {DEBIAN}\nRUN echo {uuid.uuid4().hex} > /mark\nRUN {FORKS}"
+    with pytest.raises(EnvironmentBuildError, match="non-zero code") as caught:
+        tight.build(source("forks", text), lambda _: None)
+    assert "Cannot fork" in (caught.value.log or "")
+    assert_no_layer_left(caught.value, docker_client)
+    # The same steps under the default cap build: the cap, not the step, stopped it.
+    built = builder.build(source("forks-allowed", text), lambda _: None)
+    assert docker_client.images.get(built.ref).id == built.digest
+    assert docker_client.containers.list(all=True, filters={"label": PEN_LABEL}) == []
+
+
+def test_a_build_that_writes_past_its_disk_cap_is_stopped_and_leaves_nothing(
+    tight: EnvironmentBuilder, docker_client: docker.DockerClient
+) -> None:
+    mark = f"RUN echo {uuid.uuid4().hex} > /mark"
+    # Caught while the step still writes, 10 MiB at a time...
+    slow = "for i in $(seq 60); do head -c 10m /dev/zero > /fill-$i; sleep 0.1; done"
+    started = time.monotonic()
+    with pytest.raises(EnvironmentBuildError, match="more than its 64 MiB of disk") as caught:
+        tight.build(source("fills-slowly", f"FROM {DEBIAN}\n{mark}\nRUN {slow}"), lambda _: None)
+    assert time.monotonic() - started < 60
+    assert "Raise EXAMHALL_BUILD_DISK (now 64 MiB)" in str(caught.value)
+    assert_no_layer_left(caught.value, docker_client)
+    # ...and by its layer when one step wrote it all at once and the next went on.
+    fast = f"FROM {DEBIAN}\n{mark}\nRUN head -c 200m /dev/zero > /fill\nRUN sleep 30"
+    with pytest.raises(EnvironmentBuildError, match="more than its 64 MiB of disk") as caught:
+        tight.build(source("fills-at-once", fast), lambda _: None)
+    assert_no_layer_left(caught.value, docker_client)
