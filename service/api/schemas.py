@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
@@ -14,6 +14,10 @@ from service.domain.status import JobStatus, Outcome, TrialStatus
 def _as_utc(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
+
+# What a worker may report, and what the control plane alone writes: a task whose
+# environment did not build (service/domain/status.py). The channel never accepts the latter.
+TrialErrorKind = ErrorKind | Literal["build_error"]
 
 # The store keeps naive UTC; on the wire a time carries its offset, as RFC 3339 requires.
 Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
@@ -64,7 +68,7 @@ class TrialView(BaseModel):
     status: TrialStatus
     outcome: Outcome | None
     score: float | None
-    error_kind: ErrorKind | None
+    error_kind: TrialErrorKind | None
     error_message: str | None
     failed_step: str | None
     # A task suite's trial runs in its environment's image; null: the job's sandbox image.

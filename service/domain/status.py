@@ -28,3 +28,9 @@ class Outcome(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"
+
+
+# The error kind of a trial of a task whose environment did not build: it never ran, is not
+# scored (the suite's task is broken, not the agent) and is not retried (the same build would
+# fail again). Written by the store (service/store/jobs.py), counted by the report.
+BUILD_ERROR = "build_error"

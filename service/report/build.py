@@ -26,6 +26,7 @@ from service.report.model import (
     Outcomes,
     Record,
     Report,
+    UnbuiltTask,
     VariantReport,
 )
 from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED
@@ -53,8 +54,10 @@ class JobFacts:
     docs_name: str | None = None
     # (case, variant, image, digest) of the trials that ran in an image of their own.
     environments: tuple[tuple[str, str, str, str | None], ...] = ()
-    # Why the job ended without running (an environment that did not build).
+    # Why the job ended without running (no environment it needs built).
     error: str | None = None
+    # (case, step, error) of the cases whose environment did not build (`build_error`).
+    unbuilt: tuple[tuple[str, str | None, str], ...] = ()
     # The bootstrap's version (`resampling`), the job's since its submission.
     bootstrap: int = resampling.V1
     judge_model: str | None = None
@@ -274,6 +277,13 @@ def build_report(
             f"The job was cancelled: {finished} of {job.planned} planned trials finished, and "
             "these numbers cover only those."
         )
+    if job.unbuilt:
+        unbuilt_names = ", ".join(case for case, _, _ in job.unbuilt)
+        notes.append(
+            f"{len(job.unbuilt)} task(s) did not run, their environment did not build: "
+            f"{unbuilt_names}. Their trials are build_error, scored neither way; the record "
+            "has each build's step and the end of its log."
+        )
     if job.error is not None:
         notes.append(f"The job did not run: {job.error}")
     elif job.status != JobStatus.FINISHED:
@@ -300,6 +310,7 @@ def build_report(
                 EnvironmentImage(case=c, variant=v, image=i, image_digest=d)
                 for c, v, i, d in job.environments
             ],
+            unbuilt=[UnbuiltTask(case=c, step=s, error=e) for c, s, e in job.unbuilt],
             suite=job.suite_name,
             suite_sha256=job.suite_sha256,
             docs=job.docs_name,

@@ -23,6 +23,7 @@ from service.store.models import Job
 from service.store.reports import (
     REPORT_COLUMNS,
     job_environments,
+    job_unbuilt,
     judge_counts,
     judge_rubrics,
     limits_by_attempt,
@@ -77,6 +78,7 @@ def job_facts(
     spec: JobSpec,
     environments: tuple[tuple[str, str, str, str | None], ...] = (),
     rubrics: tuple[tuple[str, str], ...] = (),
+    unbuilt: tuple[tuple[str, str | None, str], ...] = (),
 ) -> JobFacts:
     return JobFacts(
         id=job.id,
@@ -96,6 +98,7 @@ def job_facts(
         docs_sha256=spec.docs_sha256,
         docs_name=spec.docs_name,
         environments=environments,
+        unbuilt=unbuilt,
         error=job.error,
         bootstrap=spec.bootstrap,
         judge_model=(
@@ -127,6 +130,7 @@ def _build_job_report(session: Session, job: Job) -> tuple[Report, bool]:
             spec,
             job_environments(session, job.id),
             judge_rubrics(session, job.id) if spec.judge_model else (),
+            job_unbuilt(session, job.id),
         ),
         columns,
         case_order=spec.cases,

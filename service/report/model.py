@@ -224,6 +224,14 @@ class EnvironmentImage(_Part):
     image_digest: str | None
 
 
+class UnbuiltTask(_Part):
+    """A case whose environment did not build: its trials never ran and score nothing."""
+
+    case: str
+    step: str | None  # the build's step that failed ("Step 3/5"), when one did
+    error: str  # the build's error, with its log's last lines
+
+
 class Bootstrap(_Part):
     """How the report's bootstrap intervals drew their resamples: the method's version is
     the job's, fixed when it was submitted, so a recomputed report keeps its intervals."""
@@ -245,6 +253,7 @@ class Record(_Part):
     image: str
     image_digest: str | None
     environments: list[EnvironmentImage] = []
+    unbuilt: list[UnbuiltTask] = []
     suite: str
     suite_sha256: str
     docs: str | None

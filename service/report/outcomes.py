@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from service.domain.status import Outcome, TrialStatus
+from service.domain.status import BUILD_ERROR, Outcome, TrialStatus
 
 # Failures of the agent's run count against the task; failures of ours do not score it.
 COUNTED_AS_FAILED = frozenset(
     {"agent_error", "provider_error", "timeout", "limit_exceeded", "no_reward"}
 )
-NOT_SCORED = frozenset({"infra_error", "sandbox_error", "judge_error"})
+NOT_SCORED = frozenset({"infra_error", "sandbox_error", "judge_error", BUILD_ERROR})
 
 # Looked up once: `verdict` runs for every trial, and reading a member off its enum class
 # costs several times the comparison.

@@ -221,4 +221,15 @@ def render_text(report: Report) -> str:
         f" ({(env.image_digest or 'no digest')[:19]})"
         for env in record.environments
     ]
+    lines += [
+        f"  {task.case} did not build"
+        + (f" at {task.step}" if task.step else "")
+        + f": {_first_line(task.error)}"
+        for task in record.unbuilt
+    ]
     return "\n".join(lines) + "\n"
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "(no message)"
+    return line if len(line) <= width else line[: width - 3] + "..."

@@ -2,9 +2,10 @@
 
 A job of a task suite is stored `building`, with no trials. The preparer builds (or finds,
 by content hash) the environment of every task the job runs, then plans the trials, each
-naming its task's image, and queues the job. A task whose environment does not build ends
-the job with the error (naming the suite, the task and the failing step) and the job starts
-no trial.
+naming its task's image, and queues the job. A task whose environment does not build has its
+trials ended with the build's error (`build_error`: naming the task and the failing step,
+unscored, never retried) while the job's other tasks run; a job none of whose environments
+builds, or whose agent does not install, ends with the error and starts no trial.
 
 Jobs are prepared in lanes, one per team: a team's jobs in submission order, the teams side
 by side, so that one team's slow or stuck build never holds another team's job, and a job
@@ -16,6 +17,7 @@ team's. A job that is cancelled while it is prepared has its build stopped.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -41,13 +43,15 @@ from service.environments import (
 from service.environments.cache import ImageCache
 from service.owners import owner_gone
 from service.store import environments as builds
-from service.store.jobs import building_jobs, fail_job, start_built_job
+from service.store.jobs import Unbuilt, building_jobs, fail_job, start_built_job
 from service.store.models import Job, Suite
 from service.store.planes import live_planes, plane_owners
 from service.suite_trees import HARBOR
 from service.suites import SuiteError
 
 log = logging.getLogger("examhall.prepare")
+
+_STEP = re.compile(r"Step \d+/\d+")
 
 POLL_S = 2.0
 # How often the image cache is measured and kept under its limit, besides after each job.
@@ -226,11 +230,19 @@ class EnvironmentPreparer:
             if isinstance(variant.agent, dict)
         }
         images: dict[tuple[str, str], tuple[str, str | None]] = {}
+        unbuilt: dict[str, Unbuilt] = {}
         try:
             for case in spec.cases:
                 if not self._building(job_id):
                     return False  # cancelled meanwhile, or planned by another plane
-                built = self._build(sources[case], cancel) if case in sources else None
+                try:
+                    built = self._build(sources[case], cancel) if case in sources else None
+                except EnvironmentBuildError as exc:
+                    if cancel is not None and cancel.is_set():
+                        raise
+                    # The task's own trials end with its build's error; the others run.
+                    unbuilt[case] = Unbuilt(str(exc), _step_number(exc.step))
+                    continue
                 for variant in spec.arms:
                     if variant in agents:
                         base = built or self._sandbox_environment(cancel)
@@ -241,11 +253,14 @@ class EnvironmentPreparer:
                         images[(case, variant)] = (built.ref, built.digest)
                         self._hold(job_id, built.ref)
         except EnvironmentBuildError as exc:
+            # An agent that does not install fails every task alike: the job's, not a task's.
             if cancel is not None and cancel.is_set():
                 return False  # cancelled, or this plane stopping: the job's status tells which
             return self._fail(job_id, str(exc))
+        if unbuilt and len(unbuilt) == len(spec.cases):
+            return self._fail(job_id, _none_built(unbuilt))
         with self.sessions.begin() as session:
-            started = start_built_job(session, job_id, images)
+            started = start_built_job(session, job_id, images, unbuilt)
         if started:
             self.on_ready()
         return started
@@ -307,6 +322,20 @@ class EnvironmentPreparer:
             fail_job(session, job_id, error)
         self.on_ready()
         return False
+
+
+def _step_number(step: str | None) -> str | None:
+    """The "Step 3/5" of the builder's "Step 3/5 : RUN ..." line."""
+    found = _STEP.match(step or "")
+    return found[0] if found else None
+
+
+def _none_built(unbuilt: dict[str, Unbuilt]) -> str:
+    if len(unbuilt) == 1:
+        return next(iter(unbuilt.values())).error
+    return f"None of the job's {len(unbuilt)} environments built:\n\n" + "\n\n".join(
+        why.error for why in unbuilt.values()
+    )
 
 
 def make_preparer(

@@ -14,7 +14,7 @@ from sandbox.protocol import SuiteBundle
 from service import __version__
 from service.domain.job_spec import JobRequest, JobSpec
 from service.domain.planner import Design, job_spec, plan_tuples
-from service.domain.status import JobStatus, TrialStatus
+from service.domain.status import BUILD_ERROR, JobStatus, Outcome, TrialStatus
 from service.store import counts
 from service.store.clock import now
 from service.store.models import Job, Suite, Trial
@@ -92,13 +92,28 @@ def building_jobs(session: Session) -> list[tuple[str, str | None]]:
     return [(job_id, team_id) for job_id, team_id in session.execute(query)]
 
 
+@dataclass(frozen=True)
+class Unbuilt:
+    """A case whose environment did not build: why, and the build's step that failed."""
+
+    error: str
+    step: str | None
+
+
 def start_built_job(
-    session: Session, job_id: str, images: Mapping[tuple[str, str], tuple[str, str | None]]
+    session: Session,
+    job_id: str,
+    images: Mapping[tuple[str, str], tuple[str, str | None]],
+    unbuilt: Mapping[str, Unbuilt] | None = None,
 ) -> bool:
     """Plan a built job's trials, each with the image and digest of its (case, variant) (one
     without an environment or agent of its own runs in the job's image), and queue it; False
-    when it is no longer building (cancelled meanwhile, or planned by another plane)."""
-    counts.lock(session, [job_id])  # before the job's row, as every writer (`counts`)
+    when it is no longer building (cancelled meanwhile, or planned by another plane).
+
+    The trials of an `unbuilt` case end at once with its build's error, as `build_error`:
+    unscored (the suite's task is broken, not the agent), never retried (the same build
+    would fail again), and listed in the report with the step."""
+    version = counts.lock(session, [job_id])[job_id]  # before the job's row, as every writer
     won = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status == JobStatus.BUILDING)
@@ -111,7 +126,27 @@ def start_built_job(
     spec = JobSpec.model_validate(job.spec)
     rows = planned_rows(job.id, plan_tuples(spec.cases, job.rounds, tuple(spec.arms)), images)
     insert_rows(session, rows)
-    counts.add(session, job.id, {"queued": len(rows), "attempts": len(rows)})
+    ended = 0
+    for case, why in (unbuilt or {}).items():
+        done = session.execute(
+            update(Trial)
+            .where(Trial.job_id == job.id, Trial.case_id == case)
+            .values(
+                status=TrialStatus.FINISHED,
+                outcome=Outcome.ERROR,
+                error_kind=BUILD_ERROR,
+                error_message=why.error,
+                failed_step=why.step[:40] if why.step else None,
+                finished_at=now(),
+                changed=version,
+            )
+        )
+        ended += done.rowcount  # type: ignore[attr-defined]
+    deltas = {"queued": len(rows) - ended, "attempts": len(rows)}
+    counts.add(session, job.id, {**deltas, "finished": ended, "error": ended})
+    if ended == len(rows):
+        job.status = JobStatus.FINISHED
+        job.finished_at = now()
     return True
 
 

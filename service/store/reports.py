@@ -22,7 +22,7 @@ from sqlalchemy import JSON, Float, Select, Text, case, cast, func, or_, select,
 from sqlalchemy import text as sql_text
 from sqlalchemy.orm import Session, aliased
 
-from service.domain.status import TrialStatus
+from service.domain.status import BUILD_ERROR, TrialStatus
 from service.report.outcomes import COUNTED_AS_FAILED
 from service.store.models import FINISHED, HIT_A_LIMIT, Event, Trial
 
@@ -173,6 +173,17 @@ def job_environments(session: Session, job_id: str) -> tuple[tuple[str, str, str
     return tuple(
         (case, variant, image or "", digest) for case, variant, image, digest in rows if image
     )
+
+
+def job_unbuilt(session: Session, job_id: str) -> tuple[tuple[str, str | None, str], ...]:
+    """(case, step, error) of the job's cases whose environment did not build, each once."""
+    rows = session.execute(
+        select(Trial.case_id, Trial.failed_step, Trial.error_message)
+        .where(Trial.job_id == job_id, Trial.error_kind == BUILD_ERROR)
+        .distinct()
+        .order_by(Trial.case_id)
+    )
+    return tuple((case, step, error or "") for case, step, error in rows)
 
 
 def _judge_elements(session: Session) -> tuple[Any, Callable[[str], Any]]:

@@ -101,12 +101,12 @@ def upload(server: Server, files: dict[str, bytes], name: str) -> str:
     return suite_id
 
 
-def task(dockerfile: str) -> dict[str, bytes]:
+def task(dockerfile: str, name: str = "broken") -> dict[str, bytes]:
     return {
-        "broken/task.toml": b"[verifier]\ntimeout_sec = 30\n",
-        "broken/instruction.md": b"Nothing to do.",
-        "broken/tests/test.sh": b"echo 1 > /logs/verifier/reward.txt\n",
-        "broken/environment/Dockerfile": dockerfile.encode(),
+        f"{name}/task.toml": b"[verifier]\ntimeout_sec = 30\n",
+        f"{name}/instruction.md": b"Nothing to do.",
+        f"{name}/tests/test.sh": b"echo 1 > /logs/verifier/reward.txt\n",
+        f"{name}/environment/Dockerfile": dockerfile.encode(),
     }
 
 
@@ -129,6 +129,43 @@ def test_an_environment_that_does_not_build_ends_the_job_with_its_step_and_no_tr
     notes = server.http.get(f"/v1/jobs/{created['id']}/report").json()["notes"]
     assert any(note.startswith("The job did not run: ") for note in notes), notes
     assert job["counts"]["finished"] == 0
+
+
+def test_a_task_that_does_not_build_ends_its_own_trials_and_the_others_run(
+    start_server: Callable[..., Server],
+) -> None:
+    server = start_server()
+    files = {
+        **task("FROM debian:bookworm-slim\nRUN echo preparing && exit 3\n"),
+        **task("FROM debian:bookworm-slim\nRUN echo fine > /fine\n", name="fine"),
+    }
+    suite = upload(server, files, "half_building")
+    created = server.submit(suite=suite, variants={"nop": {"agent": "nop"}}, rounds=2)
+    job: dict[str, Any] = server.wait(created["id"], timeout=300)
+    assert job["status"] == "finished" and job["error"] is None, job
+    assert job["counts"]["finished"] == 4 and job["counts"]["attempts"] == 4, job["counts"]
+    trials = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    broken = [t for t in trials if t["case_id"] == "broken"]
+    fine = [t for t in trials if t["case_id"] == "fine"]
+    # The verifier of `fine` writes 1 whatever the agent did: it ran, and passed.
+    assert [t["outcome"] for t in fine] == ["passed", "passed"], fine
+    assert len(broken) == 2
+    for trial in broken:
+        assert (trial["outcome"], trial["error_kind"]) == ("error", "build_error"), trial
+        assert trial["failed_step"].startswith("Step "), trial
+        assert "RUN echo preparing && exit 3" in trial["error_message"]
+        assert "preparing" in trial["error_message"]  # the log's tail
+        assert trial["image"] is None and trial["started_at"] is None
+    report = server.http.get(f"/v1/jobs/{created['id']}/report").json()
+    (unbuilt,) = report["record"]["unbuilt"]
+    assert unbuilt["case"] == "broken" and unbuilt["step"] == broken[0]["failed_step"]
+    # Unscored: pass@1 is fine's alone, and the broken task's trials are excluded.
+    (variant,) = report["variants"]
+    assert variant["pass_at_1"]["value"] == 1.0 and variant["scored_trials"] == 2, variant
+    assert variant["outcomes"]["excluded"] == 2, variant["outcomes"]
+    assert any("did not build: broken" in note for note in report["notes"]), report["notes"]
+    text = server.http.get(f"/v1/jobs/{created['id']}/report", params={"format": "text"}).text
+    assert f"broken did not build at {unbuilt['step']}: " in text, text
 
 
 def test_built_in_agents_need_a_task_suite(start_server: Callable[..., Server]) -> None:
