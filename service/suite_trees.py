@@ -2,8 +2,8 @@
 them a suite.
 
 `validate_suite_tree` reads the archive's files with the Harbor loader (service.harbor) and
-answers the suite's case ids, or raises SuiteTreeError saying which task (or file) is wrong
-and why.
+answers the tasks that load and why each other one does not, or raises SuiteTreeError saying
+which file is wrong, or why no task loads.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.archives import ArchiveFile, archive_id, read_archive
-from service.harbor.tasks import HarborTaskError, load_tasks
+from service.harbor.tasks import HarborTaskError, LoadedTasks, load_suite
 
 # The only kind of uploaded tree so far: a directory of Harbor tasks.
 HARBOR = "harbor"
@@ -32,21 +32,21 @@ class SuiteTree:
     id: str  # sha256:<hex> of the archive as uploaded
     files: dict[str, ArchiveFile]
     case_ids: list[str]
+    refused: dict[str, list[str]]  # the tasks that do not load: task id -> problems
 
     @property
     def unpacked_bytes(self) -> int:
         return sum(len(f.data) for f in self.files.values())
 
 
-def validate_suite_tree(files: Mapping[str, ArchiveFile]) -> list[str]:
-    """The case ids of a Harbor suite tree, one per task, sorted: every task.toml parsed,
-    every task's files checked and its limits mapped (service.harbor), or SuiteTreeError
-    listing each problem by task and field."""
+def validate_suite_tree(files: Mapping[str, ArchiveFile]) -> LoadedTasks:
+    """A Harbor suite tree's tasks: every task.toml parsed, every task's files checked and its
+    limits mapped (service.harbor); those that load, and why each other one does not. A
+    SuiteTreeError listing each problem by task and field when none loads."""
     try:
-        tasks = load_tasks({path: file.data for path, file in files.items()})
+        return load_suite({path: file.data for path, file in files.items()})
     except HarborTaskError as exc:
         raise SuiteTreeError(str(exc)) from None
-    return [task.id for task in tasks]
 
 
 def read_suite_tree(
@@ -57,4 +57,5 @@ def read_suite_tree(
     files = read_archive(
         data, max_bytes=max_bytes, max_files=max_files, max_unpacked_bytes=max_unpacked_bytes
     )
-    return SuiteTree(archive_id(data), files, validate_suite_tree(files))
+    loaded = validate_suite_tree(files)
+    return SuiteTree(archive_id(data), files, [task.id for task in loaded.tasks], loaded.refused)

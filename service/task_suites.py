@@ -28,9 +28,10 @@ from service.archives import (
     pack_directory,
     read_archive,
 )
+from service.domain.planner import refused_task
 from service.environments import EnvironmentProblem, EnvironmentSource, dockerfile_source
 from service.environments.source import DOCKERFILE
-from service.harbor.tasks import HarborTask, load_tasks
+from service.harbor.tasks import HarborTask, load_suite
 from service.settings import get_settings
 from service.store.models import Suite
 from service.store.suites import owner_of, store_tree, uploaded_tree
@@ -51,6 +52,8 @@ class TaskSuite:
     tasks: Mapping[str, HarborTask]
     # The archive's executable files: a task's environment keeps their mode in its build.
     executable: frozenset[str] = frozenset()
+    # Tasks of the archive that do not load, and why: the upload named them; a job cannot.
+    refused: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -64,6 +67,8 @@ class TaskSuite:
         try:
             return self.tasks[task_id]
         except KeyError:
+            if task_id in self.refused:
+                raise SuiteError(refused_task(self.name, task_id, self.refused[task_id])) from None
             raise SuiteError(f"Suite {self.name} has no task {task_id!r}.") from None
 
 
@@ -75,9 +80,10 @@ def from_archive(name: str, data: bytes) -> TaskSuite:
         max_files=DEFAULT_MAX_FILES,
         max_unpacked_bytes=DEFAULT_MAX_UNPACKED_BYTES,
     )
-    tasks = load_tasks({path: file.data for path, file in files.items()})
+    loaded = load_suite({path: file.data for path, file in files.items()})
     executable = frozenset(path for path, file in files.items() if file.executable)
-    return TaskSuite(name, data, {task.id: task for task in tasks}, executable)
+    tasks = {task.id: task for task in loaded.tasks}
+    return TaskSuite(name, data, tasks, executable, loaded.refused)
 
 
 def shipped_task_suites() -> list[str]:

@@ -107,6 +107,11 @@ class ErrorBody(BaseModel):
     detail: list[ErrorDetail] | str
 
 
+class RefusedTask(BaseModel):
+    task: str
+    problems: list[str] = Field(description="what to fix, one line each")
+
+
 class SuiteView(BaseModel):
     """An uploaded suite tree, by its content address."""
 
@@ -115,3 +120,7 @@ class SuiteView(BaseModel):
     kind: str = Field(description="harbor: a directory of Harbor tasks")
     files: int = Field(description="files in the tree (links inside it count as copies)")
     bytes: int = Field(description="size of the archive as uploaded")
+    tasks: list[str] = Field(description="the tasks that loaded, which a job may run")
+    refused: list[RefusedTask] = Field(
+        description="the tasks that did not load, each with why; the others are kept"
+    )

@@ -86,6 +86,12 @@ class Client:
         """Pack the directory (service.archives.pack_directory), upload it to POST /v1/suites
         and return its id, `sha256:<hex>`, for a job's `suite`. Uploading an unchanged tree
         again gives the same id. An ArchiveError when the tree cannot be packed."""
+        suite_id: str = self.upload(directory, name)["id"]
+        return suite_id
+
+    def upload(self, directory: str | os.PathLike[str], name: str | None = None) -> dict[str, Any]:
+        """As `upload_suite`, answering the whole suite: its id, the tasks that loaded and
+        those refused, each with why."""
         data = pack_directory(directory)
         response = self.http.post(
             "/v1/suites",
@@ -93,8 +99,8 @@ class Client:
             content=data,
             headers={"content-type": "application/gzip"},
         )
-        suite_id: str = _check(response)["id"]
-        return suite_id
+        shown: dict[str, Any] = _check(response)
+        return shown
 
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = _check(self.http.post("/v1/jobs", json=body))

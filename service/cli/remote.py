@@ -89,8 +89,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
     job_id = None
     try:
         if Path(args.suite).is_dir():
-            body["suite"] = client.upload_suite(args.suite)
+            suite = client.upload(args.suite)
+            body["suite"] = suite["id"]
             print(f"Uploaded {args.suite} as suite {body['suite']}.", file=sys.stderr)
+            for refused in suite.get("refused", []):
+                print(f"Left out task {refused['task']}, refused:", file=sys.stderr)
+                for problem in refused["problems"]:
+                    print(f"  {problem}", file=sys.stderr)
         job = client.submit(body)
         job_id = job["id"]
         print(f"Submitted {job_id}: {job['planned_trials']} trials.", file=sys.stderr)

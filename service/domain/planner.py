@@ -196,12 +196,30 @@ def resolve_suite(request: JobRequest) -> SuiteBundle:
     return SuiteBundle(name=request.suite.name, source=request.suite.source)
 
 
-def select_cases(request: JobRequest, known: list[str], suite: str) -> list[str]:
+def refused_task(suite: str, task: str, problems: Sequence[str]) -> str:
+    return (
+        f"Suite {suite}'s task {task} was refused when it was uploaded: {'; '.join(problems)}. "
+        "Fix it and upload the suite again, or leave it out of the job's cases."
+    )
+
+
+def select_cases(
+    request: JobRequest,
+    known: list[str],
+    suite: str,
+    refused: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """The job's cases among the suite's `known` ones; `refused` are the suite's tasks that
+    did not load (named as such, not as unknown)."""
     if not known:
         raise JobInputError(("body", "suite"), f"Suite {suite} defines no cases.")
     if request.cases is None:
         return known
     for index, case_id in enumerate(request.cases):
+        if refused and case_id in refused:
+            raise JobInputError(
+                ("body", "cases", index), refused_task(suite, case_id, refused[case_id])
+            )
         if case_id not in known:
             raise JobInputError(
                 ("body", "cases", index),

@@ -9,7 +9,9 @@ from service.harbor.task_config import TaskConfig, TaskConfigError, parse_task_c
 from service.harbor.tasks import (
     HarborTask,
     HarborTaskError,
+    LoadedTasks,
     is_harbor_tree,
+    load_suite,
     load_task_dir,
     load_tasks,
     read_tree,
@@ -18,10 +20,12 @@ from service.harbor.tasks import (
 __all__ = [
     "HarborTask",
     "HarborTaskError",
+    "LoadedTasks",
     "TaskConfig",
     "TaskConfigError",
     "TaskLimits",
     "is_harbor_tree",
+    "load_suite",
     "load_task_dir",
     "load_tasks",
     "map_limits",

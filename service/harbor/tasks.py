@@ -164,8 +164,30 @@ def _load_one(task_id: str, files: Mapping[str, bytes]) -> HarborTask:
     )
 
 
+@dataclass(frozen=True)
+class LoadedTasks:
+    """A suite's tasks that load, sorted by id, and why each other task does not."""
+
+    tasks: list[HarborTask]
+    refused: dict[str, list[str]]  # task id (its directory) -> problems, one per line
+
+    def strict(self) -> list[HarborTask]:
+        """The tasks, or a HarborTaskError naming every refused one's problems."""
+        if self.refused:
+            raise HarborTaskError([line for lines in self.refused.values() for line in lines])
+        return self.tasks
+
+
 def load_tasks(files: Mapping[str, bytes], *, root_name: str | None = None) -> list[HarborTask]:
-    """A Harbor suite's tasks, sorted by id, from its tree {relative posix path: bytes}.
+    """A Harbor suite's tasks, sorted by id, or a HarborTaskError naming each problem of every
+    task that does not load (`load_suite` keeps the tasks that do)."""
+    return load_suite(files, root_name=root_name).strict()
+
+
+def load_suite(files: Mapping[str, bytes], *, root_name: str | None = None) -> LoadedTasks:
+    """A Harbor suite's tasks from its tree {relative posix path: bytes}: those that load, and
+    why each other one does not. A HarborTaskError when the tree is no suite at all (a path
+    refused, no task directory) or when no task loads.
 
     The tree is a directory of task directories, or one task directory (task.toml at its
     root); that one task's id is `root_name`, else its [task].name without the org.
@@ -188,7 +210,7 @@ def load_tasks(files: Mapping[str, bytes], *, root_name: str | None = None) -> l
                     ]
                 )
             task_id = package.short_name
-        return [_load_one(task_id, files)]
+        return LoadedTasks([_load_one(task_id, files)], {})
 
     directories = sorted(
         {path.split("/", 1)[0] for path in files if "/" in path and not path.startswith(".")}
@@ -200,7 +222,7 @@ def load_tasks(files: Mapping[str, bytes], *, root_name: str | None = None) -> l
                 "suite is a directory of task directories, each with its task.toml"
             ]
         )
-    problems: list[str] = []
+    refused: dict[str, list[str]] = {}
     tasks: list[HarborTask] = []
     for directory in directories:
         tree = _subtree(files, directory + "/")
@@ -211,18 +233,18 @@ def load_tasks(files: Mapping[str, bytes], *, root_name: str | None = None) -> l
                 if deeper
                 else ""
             )
-            problems.append(
+            refused[directory] = [
                 f"task {directory}: {CONFIG} is missing; every top-level directory of a Harbor "
                 f"suite is a task{hint}; add it, or remove the directory"
-            )
+            ]
             continue
         try:
             tasks.append(_load_one(directory, tree))
         except HarborTaskError as error:
-            problems.extend(error.problems)
-    if problems:
-        raise HarborTaskError(problems)
-    return sorted(tasks, key=lambda task: task.id)
+            refused[directory] = error.problems
+    if not tasks:
+        raise HarborTaskError([line for lines in refused.values() for line in lines])
+    return LoadedTasks(sorted(tasks, key=lambda task: task.id), refused)
 
 
 def read_tree(root: Path) -> dict[str, bytes]:

@@ -56,3 +56,17 @@ def test_submit_of_a_directory_that_cannot_be_packed_says_why(
     err = capsys.readouterr().err
     assert "examhall: Archive entry 'hello/key': is a symbolic link" in err
     assert "outside the directory" in err
+
+
+def test_submit_of_a_directory_names_the_tasks_the_upload_left_out(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = harbor_tree(tmp_path / "half")
+    (tree / "hello" / "instruction.md").unlink()
+    argv = ["submit", str(tree), "--server", server.url, "--token", server.token]
+    main([*argv, "--model", "faux/solution", "--detach"])
+    err = capsys.readouterr().err
+    assert f"Uploaded {tree} as suite {archive_id(pack_directory(tree))}." in err
+    left_out = err.split("Left out task hello, refused:\n", 1)[1].splitlines()[0]
+    assert left_out.startswith("  task hello: ") and "instruction.md is missing" in left_out, err
+    assert "task jq-count" not in err

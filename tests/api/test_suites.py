@@ -57,6 +57,8 @@ def test_an_uploaded_tree_is_stored_once_by_its_content_address(
         "kind": "harbor",
         "files": 8,
         "bytes": len(data),
+        "tasks": ["hello", "jq-count"],
+        "refused": [],
     }
     # The same bytes again: the same suite, 200, and still one row (the first name stays).
     again = server.http.post("/v1/suites", params={"name": "other"}, content=data, headers=GZIP)
@@ -79,6 +81,35 @@ def test_an_uploaded_tree_is_stored_once_by_its_content_address(
     )
     assert response.status_code == 201 and response.json()["id"] == archive_id(plain)
     team.close()
+
+
+def test_an_upload_keeps_the_tasks_that_load_and_names_each_other_with_why(
+    server: Server, tmp_path: Path
+) -> None:
+    root = harbor_tree(tmp_path / "suite")
+    (root / "hello" / "instruction.md").unlink()
+    (root / "no-toml").mkdir()
+    (root / "no-toml" / "instruction.md").write_text("Do it.\n")
+    data = pack_directory(root)
+    response = server.http.post("/v1/suites", params={"name": "half"}, content=data, headers=GZIP)
+    assert response.status_code == 201, response.text
+    created = response.json()
+    assert created["tasks"] == ["jq-count"]
+    refused = {entry["task"]: entry["problems"] for entry in created["refused"]}
+    assert set(refused) == {"hello", "no-toml"}
+    assert any("instruction.md is missing" in line for line in refused["hello"]), refused
+    assert any("task.toml is missing" in line for line in refused["no-toml"]), refused
+    # The suite's page says the same, from the stored bytes.
+    assert server.http.get(f"/v1/suites/{created['id']}").json() == created
+
+    # When no task loads, nothing is stored and every task's problem is named.
+    (root / "jq-count" / "task.toml").write_text("[verifier\n")
+    none = pack_directory(root)
+    response = server.http.post("/v1/suites", params={"name": "none"}, content=none, headers=GZIP)
+    assert response.status_code == 422, response.text
+    message = response.json()["detail"][0]["msg"]
+    assert "task hello" in message and "task jq-count" in message and "task no-toml" in message
+    assert [row[1] for row in _suite_rows(server)] == ["half"]
 
 
 def test_unknown_suites_are_404(server: Server) -> None:

@@ -91,14 +91,19 @@ def tar_of(files: dict[str, bytes]) -> bytes:
 
 
 def upload(server: Server, files: dict[str, bytes], name: str) -> str:
+    suite_id: str = uploaded(server, files, name)["id"]
+    return suite_id
+
+
+def uploaded(server: Server, files: dict[str, bytes], name: str) -> dict[str, Any]:
     response = server.http.post(
         f"/v1/suites?name={name}",
         content=tar_of(files),
         headers={"Content-Type": "application/gzip"},
     )
     assert response.status_code in (200, 201), response.text
-    suite_id: str = response.json()["id"]
-    return suite_id
+    shown: dict[str, Any] = response.json()
+    return shown
 
 
 def task(dockerfile: str, name: str = "broken") -> dict[str, bytes]:
@@ -138,8 +143,19 @@ def test_a_task_that_does_not_build_ends_its_own_trials_and_the_others_run(
     files = {
         **task("FROM debian:bookworm-slim\nRUN echo preparing && exit 3\n"),
         **task("FROM debian:bookworm-slim\nRUN echo fine > /fine\n", name="fine"),
+        # Refused at the upload (no instruction.md): named there, never planned.
+        "unloaded/task.toml": b"[verifier]\ntimeout_sec = 30\n",
     }
-    suite = upload(server, files, "half_building")
+    shown = uploaded(server, files, "half_building")
+    suite = shown["id"]
+    assert shown["tasks"] == ["broken", "fine"], shown
+    assert [entry["task"] for entry in shown["refused"]] == ["unloaded"], shown
+    named = server.http.post(
+        "/v1/jobs",
+        json={"suite": suite, "cases": ["unloaded"], "variants": {"n": {"agent": "nop"}}},
+    )
+    assert named.status_code == 422, named.text
+    assert "unloaded was refused when it was uploaded" in named.text, named.text
     created = server.submit(suite=suite, variants={"nop": {"agent": "nop"}}, rounds=2)
     job: dict[str, Any] = server.wait(created["id"], timeout=300)
     assert job["status"] == "finished" and job["error"] is None, job

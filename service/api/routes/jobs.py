@@ -133,7 +133,7 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
             )
     except SuiteError as exc:
         raise JobInputError(("body", "suite"), str(exc)) from None
-    cases = select_cases(body, list(suite.tasks), suite.name)
+    cases = select_cases(body, list(suite.tasks), suite.name, suite.refused)
     design = resolve_design(body, cases)
     check_credentials(body, design, task_suite=True)
     check_plan_size(body, design, c.settings.max_planned_trials)

@@ -15,16 +15,18 @@ another has uploaded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
+from service import task_suites
 from service.api.access import NOT_FOUND
 from service.api.auth import Caller
 from service.api.context import Ctx
-from service.api.schemas import ErrorBody, SuiteView
+from service.api.schemas import ErrorBody, RefusedTask, SuiteView
 from service.archives import (
     DEFAULT_MAX_FILES,
     DEFAULT_MAX_UNPACKED_BYTES,
@@ -78,7 +80,9 @@ async def read_capped(request: Request, cap: int) -> bytes:
     return bytes(body)
 
 
-def view(suite: Suite, name: str, files: int) -> SuiteView:
+def view(
+    suite: Suite, name: str, files: int, tasks: list[str], refused: Mapping[str, list[str]]
+) -> SuiteView:
     """A stored tree as `name`: the caller's own name for it, never another team's."""
     archive = suite.archive or b""
     return SuiteView(
@@ -87,6 +91,11 @@ def view(suite: Suite, name: str, files: int) -> SuiteView:
         kind=suite.kind,
         files=files,
         bytes=len(archive),
+        tasks=tasks,
+        refused=[
+            RefusedTask(task=task, problems=list(problems))
+            for task, problems in sorted(refused.items())
+        ],
     )
 
 
@@ -103,9 +112,10 @@ def view(suite: Suite, name: str, files: int) -> SuiteView:
     summary="Upload a suite as an archive of its directory",
     description="The body is a gzip'd (or plain) tar of a directory of Harbor tasks, as "
     "`examhall submit DIR` packs it. Answers the suite's id, `sha256:<hex>` of the bytes, "
-    "which a job names as its `suite`. Uploading the same bytes again answers 200 and the "
-    "same suite under the name of the caller's first upload of them; whether another team "
-    "uploaded them changes nothing.",
+    "which a job names as its `suite`, the tasks that loaded and, for each task that did not, "
+    "why (the others are kept; 422 when none loads). Uploading the same bytes again answers "
+    "200 and the same suite under the name of the caller's first upload of them; whether "
+    "another team uploaded them changes nothing.",
     openapi_extra={
         "requestBody": {"required": True, "content": {media: _BINARY for media in MEDIA_TYPES}}
     },
@@ -155,7 +165,8 @@ async def upload_suite(
                 kind=HARBOR,
                 data=data,
             )
-            return view(saved.suite, saved.name, len(tree.files)), saved.created
+            shown = view(saved.suite, saved.name, len(tree.files), tree.case_ids, tree.refused)
+            return shown, saved.created
 
     shown, created = await run_in_threadpool(check_and_store)
     if not created:
@@ -178,4 +189,6 @@ def get_suite(suite_id: str, c: Ctx, caller: Caller) -> SuiteView:
                 404, f"You have uploaded no suite {suite_id!r}; upload it with POST /v1/suites."
             )
         suite, name = found
-        return view(suite, name, count_files(suite.archive or b""))
+        loaded = task_suites.cached(suite, name)
+        files = count_files(suite.archive or b"")
+        return view(suite, name, files, sorted(loaded.tasks), loaded.refused)
