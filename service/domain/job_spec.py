@@ -250,6 +250,10 @@ class VariantSpec(BaseModel):
         }
 
 
+# What a task that asks for a network runs with: a sandbox never reaches a network itself.
+OFFLINE = "offline"
+
+
 class JobSpec(BaseModel):
     """What a stored job runs, as the planner resolved it from its request."""
 
@@ -273,6 +277,9 @@ class JobSpec(BaseModel):
     docs_sha256: str | None = None
     # A Python suite's cases that run in an environment of their own: case id -> its spec.
     environments: dict[str, dict[str, Any]] | None = None
+    # A task suite's tasks that ask for a network, and what they ask for ("public", or
+    # "allowlist: HOST, ..."): every one runs offline, and the report says so.
+    networks: dict[str, str] | None = None
     # The version of the bootstrap's draws its report uses (`service.report.resampling`):
     # fixed at submission, so a recomputed report keeps its intervals. Jobs stored before
     # versions existed have none: version 1.

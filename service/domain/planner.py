@@ -87,6 +87,8 @@ class Design:
     cases: tuple[str, ...] = ()
     # The environments of the cases that declare one (sandbox.suite.Environment.describe()).
     environments: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    # The tasks that ask for a network (Harbor's network_mode), and what they ask for.
+    networks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def builds(self) -> bool:
@@ -334,5 +336,6 @@ def job_spec(request: JobRequest, design: Design) -> JobSpec:
         docs_name=design.docs_name,
         docs_sha256=docs_sha,
         environments=dict(design.environments) or None,
+        networks=dict(design.networks) or None,
         bootstrap=BOOTSTRAP_VERSION,
     )

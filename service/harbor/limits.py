@@ -16,15 +16,17 @@ Mapped:
   memory_bytes of it.
 - [environment].workdir -> workdir (the agent's workspace, see the environment contract).
 - [environment].env, [verifier].env, [solution].env -> literal variables.
-- an unset network mode: Harbor's default is public, but examhall sandboxes never reach the
-  internet, so it is mapped to no network. A task that only works online then fails its
-  oracle check (`examhall check-tasks`), which says which task is broken.
+- [environment].network_mode, allow_internet and allowed_hosts -> network: what the task
+  asks for, resolved as Harbor resolves it (an unset mode is Harbor's default, public). A
+  sandbox never reaches a network itself: a task that asks for one runs offline, and the
+  job's report says so for each such task (`JobSpec.networks`), so a task Harbor would run
+  online and examhall ran offline is visible as such.
 - [agent].user naming a user other than root: examhall runs the agent as its own
   unprivileged user; the name is not used.
 
-Refused: os = "windows"; GPUs and TPUs; network_mode "public" or "allowlist" set explicitly,
-allowed_hosts, or allow_internet = true; [agent].user root (examhall never runs the agent
-as root); [verifier].user other than root (test.sh runs as root); a separate verifier
+Refused: os = "windows"; GPUs and TPUs; an allowed host that is not a host name; an
+[agent] or [verifier] network_mode other than no-network; [agent].user root (examhall never
+runs the agent as root); [verifier].user other than root (test.sh runs as root); a separate verifier
 environment; verifier collect hooks; multi-step tasks; MCP servers; a skills directory; env
 values that are ${VAR} host templates; a healthcheck.
 
@@ -88,6 +90,18 @@ class TaskLimits:
     environment_env: dict[str, str] = field(default_factory=dict)
     verifier_env: dict[str, str] = field(default_factory=dict)
     solution_env: dict[str, str] = field(default_factory=dict)
+    # The network the task asks for: "no-network", "public", or "allowlist" of allowed_hosts.
+    network: str = "no-network"
+    allowed_hosts: tuple[str, ...] = ()
+
+    @property
+    def wanted_network(self) -> str | None:
+        """What the task asks for that an offline sandbox does not give, in one line."""
+        if self.network == "public":
+            return "public"
+        if self.network == "allowlist":
+            return "allowlist: " + ", ".join(self.allowed_hosts)
+        return None
 
 
 def _is_root(user: str | int) -> bool:
@@ -152,18 +166,27 @@ def _env(problems: list[str], section: str, env: dict[str, str], *, worker: bool
             problems.append(f"{where}: contains a NUL character, which no environment can hold")
 
 
-def _network(problems: list[str], environment: EnvironmentConfig) -> None:
-    no_internet = (
-        "examhall sandboxes never reach the internet (the model is reached through the "
-        "relay); vendor what the task downloads into environment/ and set "
-        'network_mode = "no-network", or remove the key'
-    )
-    if environment.allowed_hosts is not None:
-        problems.append(f"[environment].allowed_hosts: {no_internet}")
-    if environment.network_mode_set and environment.network_mode != "no-network":
-        problems.append(f"[environment].network_mode = {environment.network_mode!r}: {no_internet}")
-    elif not environment.network_mode_set and environment.allow_internet:
-        problems.append(f"[environment].allow_internet = true: {no_internet}")
+_HOST = re.compile(
+    r"^(?:\*\.)?(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
+)
+
+
+def _network(problems: list[str], environment: EnvironmentConfig) -> tuple[str, tuple[str, ...]]:
+    """The network the task asks for (Harbor's resolution), and its allowed hosts."""
+    hosts: list[str] = []
+    for host in environment.allowed_hosts or ():
+        name = str(host).strip().lower()
+        if not _HOST.match(name):
+            problems.append(
+                f"[environment].allowed_hosts: {str(host)[:100]!r} is not a host name; give "
+                "names such as pypi.org or *.example.com"
+            )
+        else:
+            hosts.append(name)
+    mode = environment.effective_network_mode
+    if mode == "allowlist" and not hosts:
+        return "no-network", ()  # an allowlist of nothing reaches nothing
+    return mode, tuple(hosts) if mode == "allowlist" else ()
 
 
 def _workdir(problems: list[str], value: str | None) -> str | None:
@@ -206,7 +229,7 @@ def map_limits(config: TaskConfig) -> tuple[TaskLimits, list[str]]:
         problems.append("[environment].gpu_types: examhall sandboxes have no GPUs; remove it")
     if environment.tpu is not None:
         problems.append("[environment.tpu]: examhall sandboxes have no TPUs; remove it")
-    _network(problems, environment)
+    network, allowed_hosts = _network(problems, environment)
     for phase in ("agent", "verifier"):
         section: Any = getattr(config, phase)
         if section.network_mode not in (None, "no-network") or section.allowed_hosts:
@@ -318,5 +341,7 @@ def map_limits(config: TaskConfig) -> tuple[TaskLimits, list[str]]:
         environment_env=dict(environment.env),
         verifier_env=dict(verifier.env),
         solution_env=dict(config.solution.env),
+        network=network,
+        allowed_hosts=allowed_hosts,
     )
     return limits, problems

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from service.domain.job_spec import OFFLINE
 from service.domain.status import JobStatus, Outcome, TrialStatus
 from service.report import resampling
 from service.report.columns import Columns, Ints
@@ -26,6 +27,7 @@ from service.report.model import (
     Outcomes,
     Record,
     Report,
+    TaskNetwork,
     UnbuiltTask,
     VariantReport,
 )
@@ -58,6 +60,8 @@ class JobFacts:
     error: str | None = None
     # (case, step, error) of the cases whose environment did not build (`build_error`).
     unbuilt: tuple[tuple[str, str | None, str], ...] = ()
+    # (case, what it asked for) of the tasks that asked for a network (`JobSpec.networks`).
+    networks: tuple[tuple[str, str], ...] = ()
     # The bootstrap's version (`resampling`), the job's since its submission.
     bootstrap: int = resampling.V1
     judge_model: str | None = None
@@ -277,6 +281,13 @@ def build_report(
             f"The job was cancelled: {finished} of {job.planned} planned trials finished, and "
             "these numbers cover only those."
         )
+    if job.networks:
+        wanted = ", ".join(case for case, _ in job.networks)
+        notes.append(
+            f"{len(job.networks)} task(s) asked for a network and ran {OFFLINE}: {wanted}. "
+            "Harbor would run them online; one that needs the network fails here (the record "
+            "says what each asked for)."
+        )
     if job.unbuilt:
         unbuilt_names = ", ".join(case for case, _, _ in job.unbuilt)
         notes.append(
@@ -311,6 +322,7 @@ def build_report(
                 for c, v, i, d in job.environments
             ],
             unbuilt=[UnbuiltTask(case=c, step=s, error=e) for c, s, e in job.unbuilt],
+            networks=[TaskNetwork(case=c, wanted=w, ran=OFFLINE) for c, w in job.networks],
             suite=job.suite_name,
             suite_sha256=job.suite_sha256,
             docs=job.docs_name,

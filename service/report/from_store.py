@@ -99,6 +99,7 @@ def job_facts(
         docs_name=spec.docs_name,
         environments=environments,
         unbuilt=unbuilt,
+        networks=tuple(sorted((spec.networks or {}).items())),
         error=job.error,
         bootstrap=spec.bootstrap,
         judge_model=(

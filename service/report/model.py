@@ -232,6 +232,14 @@ class UnbuiltTask(_Part):
     error: str  # the build's error, with its log's last lines
 
 
+class TaskNetwork(_Part):
+    """A task that asked for a network (as Harbor's task.toml says) and what it ran with."""
+
+    case: str
+    wanted: str  # "public", or "allowlist: HOST, ..."
+    ran: str  # "offline": a sandbox never reaches a network itself
+
+
 class Bootstrap(_Part):
     """How the report's bootstrap intervals drew their resamples: the method's version is
     the job's, fixed when it was submitted, so a recomputed report keeps its intervals."""
@@ -254,6 +262,7 @@ class Record(_Part):
     image_digest: str | None
     environments: list[EnvironmentImage] = []
     unbuilt: list[UnbuiltTask] = []
+    networks: list[TaskNetwork] = []
     suite: str
     suite_sha256: str
     docs: str | None

@@ -227,6 +227,10 @@ def render_text(report: Report) -> str:
         + f": {_first_line(task.error)}"
         for task in record.unbuilt
     ]
+    lines += [
+        f"  {task.case} asked for a network ({task.wanted}) and ran {task.ran}"
+        for task in record.networks
+    ]
     return "\n".join(lines) + "\n"
 
 

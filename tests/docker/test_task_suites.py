@@ -62,6 +62,7 @@ def test_the_shipped_tasks_pass_with_the_oracle_and_fail_with_nop(
         (e["case"], e["variant"]): (e["image"], e["image_digest"]) for e in record["environments"]
     }
     assert recorded == {(t["case_id"], t["variant"]): images[t["case_id"]] for t in trials}
+    assert record["networks"] == []  # the shipped tasks say network_mode = "no-network"
     text = server.http.get(f"/v1/jobs/{created['id']}/report", params={"format": "text"}).text
     assert f"jq-filter (oracle) ran in {images['jq-filter'][0]}" in text, text
 
@@ -182,6 +183,12 @@ def test_a_task_that_does_not_build_ends_its_own_trials_and_the_others_run(
     assert any("did not build: broken" in note for note in report["notes"]), report["notes"]
     text = server.http.get(f"/v1/jobs/{created['id']}/report", params={"format": "text"}).text
     assert f"broken did not build at {unbuilt['step']}: " in text, text
+    # Both leave the network unset, Harbor's public: each ran offline, and the report says so.
+    assert report["record"]["networks"] == [
+        {"case": case, "wanted": "public", "ran": "offline"} for case in ("broken", "fine")
+    ]
+    assert "fine asked for a network (public) and ran offline" in text, text
+    assert any("asked for a network and ran offline" in note for note in report["notes"])
 
 
 def test_built_in_agents_need_a_task_suite(start_server: Callable[..., Server]) -> None:

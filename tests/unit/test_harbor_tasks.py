@@ -131,6 +131,7 @@ def test_a_real_cookbook_task_loads_as_it_is() -> None:
         cpus=1.0,
         memory_bytes=2048 * MiB,
         storage_bytes=10240 * MiB,
+        network="public",  # Harbor's default: the recipe leaves it unset
     )
     assert set(task.tests) == {"test.sh", "test_state.py"}
     assert task.environment_files == {"Dockerfile": b"FROM ubuntu:24.04\n\nWORKDIR /app\n"}
@@ -140,7 +141,7 @@ def test_a_real_cookbook_task_loads_as_it_is() -> None:
     ("recipe", "fields"),
     [
         ("mcp-tools", ["[[environment.mcp_servers]] (mcp-server)"]),
-        ("multi-step", ["[[steps]] (3 steps)", "[environment].allow_internet = true"]),
+        ("multi-step", ["[[steps]] (3 steps)"]),
         ("skills", ["[environment].skills_dir"]),
         (
             "computer-use-windows",
@@ -312,7 +313,7 @@ def test_memory_and_storage_in_the_legacy_spelling_are_bytes() -> None:
 def test_defaults_follow_harbor() -> None:
     limits, problems = map_limits(parse_task_config(b""))
     assert problems == []
-    assert limits == TaskLimits(agent_timeout_s=None, verifier_timeout_s=600.0)
+    assert limits == TaskLimits(agent_timeout_s=None, verifier_timeout_s=600.0, network="public")
     assert limits.build_timeout_s == 600.0 and limits.cpus is None
 
 
@@ -331,19 +332,9 @@ def test_defaults_follow_harbor() -> None:
             "no TPUs",
         ),
         (
-            '[environment]\nnetwork_mode = "public"\n',
-            "[environment].network_mode = 'public'",
-            "never reach the internet",
-        ),
-        (
-            '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n',
-            "[environment].network_mode = 'allowlist'",
-            "never reach the internet",
-        ),
-        (
-            "[environment]\nallow_internet = true\n",
-            "[environment].allow_internet = true",
-            "never reach the internet",
+            '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org/simple"]\n',
+            "[environment].allowed_hosts",
+            "is not a host name",
         ),
         ('[agent]\nnetwork_mode = "public"\n', "[agent].network_mode", "never reaches"),
         ('[agent]\nuser = "root"\n', "[agent].user = 'root'", "never runs the agent as root"),
@@ -466,16 +457,27 @@ def test_what_examhall_maps_is_accepted() -> None:
     assert limits.environment_env == {"MODE": "test", "PATTERN": "a${b}c"}
 
 
-def test_an_unset_network_mode_is_mapped_to_no_network() -> None:
-    # Harbor's default is public; examhall has no network, and says so in the docs rather
-    # than refusing every task that leaves the key out (nearly all of them do).
+def test_the_network_a_task_asks_for_is_resolved_as_harbor_does_and_kept() -> None:
+    # Harbor's default is public: a task that leaves the key out (nearly all do) asks for the
+    # internet, and runs offline here; the report says so (tests/docker/test_task_suites.py).
     config = parse_task_config(b"[environment]\ncpus = 1\n")
     assert config.environment.effective_network_mode == "public"
-    assert not config.environment.network_mode_set
-    assert map_limits(config)[1] == []
+    limits, problems = map_limits(config)
+    assert problems == [] and limits.wanted_network == "public"
     # An explicit network_mode wins over allow_internet, as in Harbor.
     explicit = parse_task_config(
         b'[environment]\nnetwork_mode = "no-network"\nallow_internet = true\n'
     )
-    assert explicit.environment.effective_network_mode == "no-network"
-    assert map_limits(explicit)[1] == []
+    limits, problems = map_limits(explicit)
+    assert problems == [] and limits.wanted_network is None
+    exported = map_limits(parse_task_config(b"[environment]\nallow_internet = true\n"))
+    assert exported[1] == [] and exported[0].wanted_network == "public"
+    listed = parse_task_config(
+        b'[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["PyPI.org", "*.x.io"]\n'
+    )
+    limits, problems = map_limits(listed)
+    assert problems == [] and limits.allowed_hosts == ("pypi.org", "*.x.io")
+    assert limits.wanted_network == "allowlist: pypi.org, *.x.io"
+    # An allowlist of nothing reaches nothing.
+    empty = parse_task_config(b'[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = []\n')
+    assert map_limits(empty)[0].wanted_network is None

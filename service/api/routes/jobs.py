@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -135,6 +136,10 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
         raise JobInputError(("body", "suite"), str(exc)) from None
     cases = select_cases(body, list(suite.tasks), suite.name, suite.refused)
     design = resolve_design(body, cases)
+    wanted = {case: suite.task(case).limits.wanted_network for case in cases}
+    design = dataclasses.replace(
+        design, networks={case: want for case, want in wanted.items() if want is not None}
+    )
     check_credentials(body, design, task_suite=True)
     check_plan_size(body, design, c.settings.max_planned_trials)
     infos = [
