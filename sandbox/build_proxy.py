@@ -16,7 +16,6 @@ Run in a container of the sandbox image (stdlib only):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ipaddress
 import select
 import socket
@@ -26,7 +25,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-HEAD_LIMIT = 64 * 1024  # a request line and headers; more is no request
+from sandbox.proxy_http import TUNNEL_OPEN, BadRequest, answer, parse_request, read_head
+
 IDLE_S = 120.0  # a tunnel or a response that moves nothing for this long is closed
 MAX_CONNECTIONS = 64
 
@@ -90,57 +90,30 @@ class _Handler(socketserver.BaseRequestHandler):
         client: socket.socket = self.request
         client.settimeout(IDLE_S)
         try:
-            read = _read_head(client)
+            read = read_head(client)
         except (OSError, ValueError):
             return
         if read is None:
             return
-        head, after = read
-        request_line, rest = head.split(b"\r\n", 1) if b"\r\n" in head else (head, b"")
         try:
-            method, target, version = request_line.decode("latin-1").split(" ")
-        except ValueError:
-            _answer(client, 400, "not an HTTP request line")
+            # A plain request's follow-ups (apt pipelines them) go as they are, to this host
+            # alone whatever they name.
+            request = parse_request(*read)
+        except BadRequest as exc:
+            answer(client, 400, str(exc))
             return
-        if method.upper() == "CONNECT":
-            host, _, port_text = target.rpartition(":")
-            self._tunnel(client, host.strip("[]"), _port(port_text), after)
-            return
-        if not target.lower().startswith("http://"):
-            _answer(client, 400, "a proxy request names an absolute http:// URL")
-            return
-        authority, slash, path = target[len("http://") :].partition("/")
-        host, colon, port_text = authority.rpartition(":")
-        if not colon or "]" in port_text:
-            host, port_text = authority, "80"
-        upstream = self._connect(client, host.strip("[]"), _port(port_text))
+        upstream = self._connect(client, request.host, request.port)
         if upstream is None:
             return
-        # The first request in origin-form; what follows on the connection (apt pipelines its
-        # requests) goes as it is, to this host alone whatever it names.
-        headers = [
-            line for line in rest.split(b"\r\n") if line and not line.lower().startswith(b"proxy-")
-        ]
-        upstream.sendall(
-            f"{method} {slash}{path} {version}\r\n".encode("latin-1")
-            + b"".join(line + b"\r\n" for line in headers)
-            + b"\r\n"
-            + after
-        )
-        _relay(client, upstream)
-
-    def _tunnel(self, client: socket.socket, host: str, port: int, after: bytes) -> None:
-        upstream = self._connect(client, host, port)
-        if upstream is None:
-            return
-        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        _relay(client, upstream, first=after)
+        if request.tunnel:
+            client.sendall(TUNNEL_OPEN)
+        _relay(client, upstream, first=request.first)
 
     def _connect(self, client: socket.socket, host: str, port: int) -> socket.socket | None:
         addresses, why = self.server.policy.addresses(host, port)
         if why is not None:
             self.server.log(f"refused {host}:{port}: {why}")
-            _answer(client, 403, f"examhall's build proxy refused {host}:{port}: {why}")
+            answer(client, 403, f"examhall's build proxy refused {host}:{port}: {why}")
             return None
         for address in addresses:
             try:
@@ -150,37 +123,8 @@ class _Handler(socketserver.BaseRequestHandler):
             upstream.settimeout(IDLE_S)
             self.server.log(f"allowed {host}:{port} ({address})")
             return upstream
-        _answer(client, 502, f"examhall's build proxy could not reach {host}:{port}")
+        answer(client, 502, f"examhall's build proxy could not reach {host}:{port}")
         return None
-
-
-def _port(text: str) -> int:
-    return int(text) if text.isdigit() and len(text) <= 5 else -1
-
-
-def _read_head(client: socket.socket) -> tuple[bytes, bytes] | None:
-    """The first request's head, and whatever the client sent after it."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = client.recv(4096)
-        if not chunk:
-            return None
-        data += chunk
-        if len(data) > HEAD_LIMIT:
-            raise ValueError("request head too large")
-    head, _, after = data.partition(b"\r\n\r\n")
-    return head, after
-
-
-def _answer(client: socket.socket, status: int, message: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
-    body = (message + "\n").encode()
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
-    with contextlib.suppress(OSError):
-        client.sendall(head.encode() + body)
 
 
 def _relay(one: socket.socket, other: socket.socket, first: bytes = b"") -> None:
@@ -225,7 +169,7 @@ class BuildProxy(socketserver.ThreadingTCPServer):
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         if not self._slots.acquire(blocking=False):
-            _answer(request, 502, "examhall's build proxy is at its connection limit")
+            answer(request, 502, "examhall's build proxy is at its connection limit")
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -31,6 +32,9 @@ class Channel:
         self._out = out_fd
         self._reader = reader
         self._seq = 0
+        # The supervisor writes from several threads (its relay, the egress fronts): a line
+        # is written whole before another starts.
+        self._lock = threading.RLock()
 
     @classmethod
     def take_stdio(cls) -> Channel:
@@ -44,17 +48,19 @@ class Channel:
 
     def send_line(self, line: bytes) -> None:
         data = memoryview(line)
-        while data:
-            written = os.write(self._out, data)
-            data = data[written:]
+        with self._lock:
+            while data:
+                written = os.write(self._out, data)
+                data = data[written:]
 
     def event(self, event: Event, admit: Callable[[int], None] | None = None) -> None:
         """Send one event; `admit` sees its size first and may refuse it by raising."""
-        line = encode(EventMessage(seq=self._seq + 1, event=event))
-        if admit is not None:
-            admit(len(line))
-        self._seq += 1
-        self.send_line(line)
+        with self._lock:
+            line = encode(EventMessage(seq=self._seq + 1, event=event))
+            if admit is not None:
+                admit(len(line))
+            self._seq += 1
+            self.send_line(line)
 
     def artifact(self, name: str, content: bytes) -> None:
         """Send one artifact. Content past MAX_ARTIFACT_BYTES is cut, with a note of what was

@@ -81,6 +81,9 @@ class TaskSpec:
     workdir: str | None = None
     # A built-in agent instead of a model's: "oracle" runs solution/solve.sh, "nop" nothing.
     agent: str | None = None
+    # The job's egress policy gives this task a way out: the supervisor starts its proxy
+    # fronts (sandbox/egress.py), whose every connection the control plane decides.
+    egress: bool = False
 
 
 @dataclass(frozen=True)
@@ -460,6 +463,9 @@ def _task(data: Any) -> TaskSpec | None:
     workdir = data.get("workdir")
     if workdir is not None and not isinstance(workdir, str):
         raise ProtocolError("Run request field 'task.workdir' must be a string.")
+    egress = data.get("egress", False)
+    if not isinstance(egress, bool):
+        raise ProtocolError("Run request field 'task.egress' must be true or false.")
     return TaskSpec(
         name=_require(data, "name", str),
         instruction=_require(data, "instruction", str),
@@ -471,6 +477,7 @@ def _task(data: Any) -> TaskSpec | None:
         solution_env=_string_map(data, "solution_env") or {},
         workdir=workdir,
         agent=agent,
+        egress=egress,
     )
 
 

@@ -52,6 +52,7 @@ from sandbox.protocol import (
 )
 
 if TYPE_CHECKING:
+    from sandbox.egress import EgressFront
     from sandbox.relay import ModelReplyMessage, ReplyErrorKind
 
 # Steps during which the agent's processes exist and may have ended the worker.
@@ -117,14 +118,31 @@ class _ChildInput:
             os.close(self._fd)
 
 
-def _pump(source: BinaryIO, target: _ChildInput) -> None:
-    """Copy the control plane's lines (model replies) to the child until either side ends."""
+def _pump(source: BinaryIO, target: _ChildInput, front: EgressFront | None) -> None:
+    """Copy the control plane's lines (model replies) to the child until either side ends;
+    the egress front's lines go to the front."""
     try:
         for line in source:
+            if front is not None and _for_front(line, front):
+                continue
             if not target.write(line):
                 return
     except OSError:
         pass  # the channel closed
+
+
+def _for_front(line: bytes, front: EgressFront) -> bool:
+    """Whether `line` was the egress front's (and went to it)."""
+    from sandbox.egress import FOR_FRONT  # imported with the front already
+
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return False  # the child's to refuse
+    if isinstance(message, dict) and message.get("type") in FOR_FRONT:
+        front.on_message(message)
+        return True
+    return False
 
 
 def _pin_agent_first(uid: int, worker: int, stop: threading.Event) -> None:
@@ -205,6 +223,8 @@ class _Supervision:
         self.forwarded = 0
         self.event_bytes = 0
         self.limit(Limits())
+        # The task's way out, when its job's egress policy gives it one.
+        self.front: EgressFront | None = None
 
     def limit(self, limits: Limits) -> None:
         """Past the worker's own caps, with room for its notes of the cap it hit."""
@@ -292,7 +312,17 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
 
         # The verifier's files stay here; the child (and so the agent) never has them.
         run.verifying = True
-        bare = dataclasses.replace(bare, task=dataclasses.replace(spec.task, tests={}))
+        task = dataclasses.replace(spec.task, tests={})
+        if spec.task.egress:
+            # Only a trial with a way out imports one (sockets, threads of its own).
+            from sandbox.egress import EgressFront, proxy_env
+
+            run.front = EgressFront(
+                run.channel.send, lambda detail: run.emit(LifecycleEvent("egress", detail))
+            )
+            port = run.front.listen("agent")
+            task = dataclasses.replace(task, env={**task.env, **proxy_env(port)})
+        bare = dataclasses.replace(bare, task=task)
         if spec.task.agent == "oracle" and spec.task.solution:
             try:
                 verifier.place_solution(spec.task.solution)
@@ -349,7 +379,10 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
         ).start()
         if channel.reader is not None:
             threading.Thread(
-                target=_pump, args=(channel.reader, to_child), name="examhall-pump", daemon=True
+                target=_pump,
+                args=(channel.reader, to_child, run.front),
+                name="examhall-pump",
+                daemon=True,
             ).start()
     try:
         _relay(read_fd, to_child, run, pid)
@@ -370,6 +403,8 @@ def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
         run.result(result)
     elif run.held is not None and spec is not None and spec.task is not None:
         channel.send_line(run._completed(_verified(run, spec, run.held)))
+    if run.front is not None:
+        run.front.finish()
     # Bound as the events are, and never past what one channel line carries: a session the
     # control plane had to refuse would lose the transcript and stall the channel.
     cap = min(run.max_event_bytes, MAX_ARTIFACT_BYTES)
@@ -422,11 +457,19 @@ def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict
     run.channel.send(StepMessage(step="verify"))
     run.last_step = "verify"
     started = time.monotonic()
+    env = {**spec.task.env, **spec.task.verifier_env}
+    if run.front is not None:
+        from sandbox.egress import proxy_env
+
+        # The agent's processes are gone: so is its front. The verifier's has a port of its
+        # own, so its connections are known as the verifier's.
+        run.front.stop("agent")
+        env.update(proxy_env(run.front.listen("verifier")))
     try:
         verdict = verifier.run(
             spec.task.tests,
             timeout_s=spec.task.verifier_timeout_s,
-            env={**spec.task.env, **spec.task.verifier_env},
+            env=env,
             cwd=workspace.task_workdir(spec.task.workdir),
             workspace=Path(WORKSPACE_DIR),
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from service.domain.egress import EgressPolicy, PolicyError, parse_policies
 from service.settings import ConfigError, env_name, get_settings
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "ConfigError",
     "database_url",
     "database_url_text",
+    "egress_policies",
     "max_containers",
     "shown_url",
     "token",
@@ -56,6 +58,14 @@ def token(value: str | None, name: str) -> str | None:
 def max_containers() -> int:
     """EXAMHALL_MAX_CONTAINERS: the box's cap on trial containers at once (default: CPUs)."""
     return get_settings().max_containers
+
+
+def egress_policies() -> dict[str, EgressPolicy]:
+    """EXAMHALL_EGRESS_POLICIES, parsed, `offline` among them."""
+    try:
+        return parse_policies(get_settings().egress_policies)
+    except PolicyError as exc:
+        raise ConfigError(f"{exc}.") from None
 
 
 def database_url_text() -> str:

@@ -251,6 +251,17 @@ class Settings(BaseSettings):
         "comma-separated, *.domain for any name under one (default: Debian's, Ubuntu's and "
         "PyPI's, and the bootstrapped base's mirror)",
     )
+    # A task's trials' way out (service/domain/egress.py, service/launch/egress.py).
+    egress_policies: Stripped | None = Field(
+        default=None,
+        description="egress policies a job may pick for tasks that ask for a network: "
+        "NAME=HOST,*.DOMAIN,HOST:PORT;NAME=... (offline, which allows nothing, is always one)",
+    )
+    egress_max_bytes: Annotated[int, BeforeValidator(_byte_size)] = Field(
+        default=1024**3,
+        description="bytes both ways one trial may move through its egress policy; past it "
+        "the trial ends as limit_exceeded",
+    )
     # Where things live.
     docs_dir: Path | None = Field(
         default=None,

@@ -165,7 +165,12 @@ SCRIPTED_PROVIDERS = frozenset({"faux", "simulated"})
 
 
 def task_spec(
-    task: HarborTask, *, agent: str | None, provider: str, workdir: str | None
+    task: HarborTask,
+    *,
+    agent: str | None,
+    provider: str,
+    workdir: str | None,
+    egress: bool = False,
 ) -> TaskSpec:
     """What the worker gets of a task. The verifier's files go to the root supervisor only;
     the reference solution goes only where it is the agent (the oracle) or the script a
@@ -182,6 +187,7 @@ def task_spec(
         solution_env=dict(task.limits.solution_env) if with_solution else {},
         workdir=workdir,
         agent=agent,
+        egress=egress,
     )
 
 

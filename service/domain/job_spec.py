@@ -161,6 +161,10 @@ class Harness(BaseModel):
         return value
 
 
+# The egress policy that allows nothing: a task that asks for a network runs offline.
+OFFLINE = "offline"
+
+
 class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     suite: str | UploadedSuite = Field(
@@ -195,6 +199,12 @@ class JobRequest(BaseModel):
         "reached through the control plane's gateway only",
     )
     judge_limits: JudgeLimits = Field(default_factory=JudgeLimits)
+    egress: str = Field(
+        default=OFFLINE,
+        max_length=40,
+        description="the box's egress policy (EXAMHALL_EGRESS_POLICIES) that a task suite's "
+        "tasks asking for a network run under; offline (the default) reaches nothing",
+    )
 
     @field_validator("variants")
     @classmethod
@@ -250,10 +260,6 @@ class VariantSpec(BaseModel):
         }
 
 
-# What a task that asks for a network runs with: a sandbox never reaches a network itself.
-OFFLINE = "offline"
-
-
 class JobSpec(BaseModel):
     """What a stored job runs, as the planner resolved it from its request."""
 
@@ -278,8 +284,9 @@ class JobSpec(BaseModel):
     # A Python suite's cases that run in an environment of their own: case id -> its spec.
     environments: dict[str, dict[str, Any]] | None = None
     # A task suite's tasks that ask for a network, and what they ask for ("public", or
-    # "allowlist: HOST, ..."): every one runs offline, and the report says so.
+    # "allowlist: HOST, ..."): each runs under the job's egress policy, and the report says so.
     networks: dict[str, str] | None = None
+    egress: str = OFFLINE
     # The version of the bootstrap's draws its report uses (`service.report.resampling`):
     # fixed at submission, so a recomputed report keeps its intervals. Jobs stored before
     # versions existed have none: version 1.

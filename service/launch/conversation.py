@@ -14,10 +14,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sandbox.egress import (
+    EgressCloseMessage,
+    EgressDataMessage,
+    EgressOpenedMessage,
+    EgressOpenMessage,
+)
 from sandbox.graded import JudgeCallMessage
 from sandbox.protocol import MAX_LINE_BYTES, WorkerMessage, encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from service.backends.protocol import Sandbox, SandboxError
+from service.launch.egress import EgressGate, TrialEgress
 from service.launch.worker_lines import ChannelError, parse_worker_line
 
 # After a kill, how long the channel and the exit state get to settle.
@@ -45,6 +52,8 @@ class SandboxRun:
     channel_error: str | None = None
     engine_error: str | None = None
     stderr_tail: str = ""
+    # The control plane stopped the sandbox for a cap the trial passed (its egress bytes).
+    limit_exceeded: str | None = None
     started_at: float = 0.0
     ended_at: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -76,16 +85,36 @@ def converse(
     deadline_s: float,
     on_message: OnMessage,
     on_model_call: OnModelCall | None,
+    egress: TrialEgress | None = None,
 ) -> None:
-    """Talk to a started sandbox's worker until it ends or the deadline passes."""
+    """Talk to a started sandbox's worker until it ends or the deadline passes; with
+    `egress`, carry the connections its policy allows (`launch.egress`)."""
     channel = sandbox.channel
     errors: list[str] = []
+    sending = threading.Lock()  # the reader thread and the egress connections both send
+
+    def send(message: object) -> None:
+        line = encode(message)
+        with sending:
+            channel.send(line)
+
+    def exceeded(why: str) -> None:
+        run.limit_exceeded = why
+        sandbox.kill()
+
+    gate = EgressGate(egress, send, exceeded) if egress is not None else None
 
     def on_line(line: bytes) -> None:
         try:
             message = parse_worker_line(line)
         except ChannelError as exc:
             errors.append(str(exc))
+            return
+        if isinstance(message, EgressOpenMessage | EgressDataMessage | EgressCloseMessage):
+            if gate is not None:
+                gate.handle(message)
+            elif isinstance(message, EgressOpenMessage):
+                send(EgressOpenedMessage(message.id, error="this trial's policy is offline"))
             return
         if not isinstance(message, ModelCallMessage | JudgeCallMessage):
             on_message(message)
@@ -100,7 +129,7 @@ def converse(
             )
         )
         try:
-            channel.send(encode(reply))
+            send(reply)
         except OSError as exc:
             errors.append(f"Could not send a model reply: {exc}")
 
@@ -118,7 +147,8 @@ def converse(
     thread = threading.Thread(target=reader, name="examhall-channel", daemon=True)
     thread.start()
     try:
-        channel.send(request)
+        with sending:
+            channel.send(request)
     except OSError as exc:
         errors.append(f"Could not send the run request: {exc}")
     thread.join(timeout=max(0.0, deadline_s - (time.monotonic() - run.started_at)))
@@ -132,6 +162,8 @@ def converse(
         # keeps a result received before the break).
         log.warning("sandbox %s: %s; killing it", sandbox.id, errors[-1])
         sandbox.kill()
+    if gate is not None:
+        gate.close()
     channel.close()
     try:
         ended = sandbox.wait(WAIT_S)

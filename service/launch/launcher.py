@@ -19,6 +19,7 @@ from service.backends.protocol import (
     SandboxError,
 )
 from service.launch.conversation import OnMessage, OnModelCall, SandboxRun, converse
+from service.launch.egress import TrialEgress
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Launcher:
         deadline_s: float,
         on_message: OnMessage,
         on_model_call: OnModelCall | None = None,
+        egress: TrialEgress | None = None,
     ) -> SandboxRun:
         """Run one worker to its end (or the deadline); the sandbox is removed in every case.
         Never raises for the sandbox's faults: they come back on the run. Nor for its
@@ -72,6 +74,7 @@ class Launcher:
                     deadline_s=deadline_s,
                     on_message=on_message,
                     on_model_call=on_model_call,
+                    egress=egress,
                 )
             except Exception as exc:
                 # A fault of ours or the backend's past the start: what was collected is

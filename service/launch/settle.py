@@ -37,6 +37,20 @@ def settle(
         return dataclasses.replace(
             collected, outcome="error", error_kind="timeout", error_message=message, score=None
         )
+    if run.limit_exceeded is not None:
+        # Stopped by the control plane for what the trial did (its egress bytes): a failed
+        # run, whatever the worker reported before the stop.
+        if collected is None:
+            stopped = _error("limit_exceeded", run.limit_exceeded)
+            return dataclasses.replace(stopped, limits_hit=["egress_bytes"])
+        return dataclasses.replace(
+            collected,
+            outcome="error",
+            error_kind="limit_exceeded",
+            error_message=run.limit_exceeded,
+            score=None,
+            limits_hit=[*collected.limits_hit, "egress_bytes"],
+        )
     if collected is not None:
         # A tool killed for memory inside a trial that still finished is the agent's
         # business (it saw the kill); only a worker that died for it ends the trial here.

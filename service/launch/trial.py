@@ -33,6 +33,7 @@ from service.artifact_names import artifact_name_problem
 from service.backends.protocol import LaunchSpec
 from service.gateway import TrialGateway
 from service.launch.conversation import OnModelCall, SandboxRun
+from service.launch.egress import TrialEgress
 from service.launch.judging import ARTIFACT, judge_gateway, route_calls, settle_judging
 from service.launch.launcher import Launcher
 from service.launch.settle import settle
@@ -118,9 +119,12 @@ def run_trial(
     on_event: Callable[[Event], None] | None = None,
     on_model_call: OnModelCall | None = None,
     placement: Placement | None = None,
+    egress: TrialEgress | None = None,
 ) -> TrialRecord:
     """Run one trial in a fresh sandbox (of a task environment's image and limits, when
-    `placement` gives them); a spec with provider settings (direct credentials) gets egress."""
+    `placement` gives them); a spec with provider settings (direct credentials) gets the
+    engine's egress network, a task's trial under an egress policy gets `egress` (the
+    control plane's connections, `launch.egress`)."""
     started = time.monotonic()
     collector = _Collector(on_event)
     run = launcher.run(
@@ -134,6 +138,7 @@ def run_trial(
         deadline_s=deadline_s,
         on_message=collector,
         on_model_call=on_model_call,
+        egress=egress,
     )
     result = settle(
         run, collector.result, deadline_s, collector.steps[-1] if collector.steps else None
@@ -168,6 +173,7 @@ def launch_trial(
     on_event: Callable[[Event], None] | None = None,
     placement: Placement | None = None,
     judge_budget: Budget | None = None,
+    egress: TrialEgress | None = None,
 ) -> TrialRecord:
     """Run a trial with its model reached the way its spec says: a relayed provider through
     a gateway of its own (which keeps the budget and the cost), faux and simulated inside
@@ -194,6 +200,7 @@ def launch_trial(
         on_event=on_event,
         on_model_call=route_calls(gateway, judge),
         placement=placement,
+        egress=egress,
     )
     if gateway is not None:
         record.cost_usd = gateway.spent.cost_usd  # authoritative: kept by the gateway

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from sandbox.egress import EgressCloseMessage, EgressDataMessage, EgressOpenMessage
 from sandbox.graded import JudgeCallMessage
 from sandbox.protocol import (
     ArtifactMessage,
@@ -17,7 +18,14 @@ from sandbox.protocol import (
 )
 from sandbox.relay import ModelCallMessage
 
-Incoming = WorkerMessage | ModelCallMessage | JudgeCallMessage
+Incoming = (
+    WorkerMessage
+    | ModelCallMessage
+    | JudgeCallMessage
+    | EgressOpenMessage
+    | EgressDataMessage
+    | EgressCloseMessage
+)
 
 _MESSAGE: TypeAdapter[Incoming] = TypeAdapter(
     Annotated[
@@ -27,7 +35,10 @@ _MESSAGE: TypeAdapter[Incoming] = TypeAdapter(
         | ResultMessage
         | CasesMessage
         | ModelCallMessage
-        | JudgeCallMessage,
+        | JudgeCallMessage
+        | EgressOpenMessage
+        | EgressDataMessage
+        | EgressCloseMessage,
         Field(discriminator="type"),
     ]
 )

@@ -62,6 +62,8 @@ class JobFacts:
     unbuilt: tuple[tuple[str, str | None, str], ...] = ()
     # (case, what it asked for) of the tasks that asked for a network (`JobSpec.networks`).
     networks: tuple[tuple[str, str], ...] = ()
+    # The egress policy they ran under (`JobSpec.egress`).
+    egress: str = OFFLINE
     # The bootstrap's version (`resampling`), the job's since its submission.
     bootstrap: int = resampling.V1
     judge_model: str | None = None
@@ -284,9 +286,12 @@ def build_report(
     if job.networks:
         wanted = ", ".join(case for case, _ in job.networks)
         notes.append(
-            f"{len(job.networks)} task(s) asked for a network and ran {OFFLINE}: {wanted}. "
+            f"{len(job.networks)} task(s) asked for a network and ran offline: {wanted}. "
             "Harbor would run them online; one that needs the network fails here (the record "
             "says what each asked for)."
+            if job.egress == OFFLINE
+            else f"{len(job.networks)} task(s) asked for a network and ran under egress policy "
+            f"{job.egress}: {wanted}. Each connection is in the trial's events."
         )
     if job.unbuilt:
         unbuilt_names = ", ".join(case for case, _, _ in job.unbuilt)
@@ -322,7 +327,7 @@ def build_report(
                 for c, v, i, d in job.environments
             ],
             unbuilt=[UnbuiltTask(case=c, step=s, error=e) for c, s, e in job.unbuilt],
-            networks=[TaskNetwork(case=c, wanted=w, ran=OFFLINE) for c, w in job.networks],
+            networks=[TaskNetwork(case=c, wanted=w, ran=job.egress) for c, w in job.networks],
             suite=job.suite_name,
             suite_sha256=job.suite_sha256,
             docs=job.docs_name,

@@ -100,6 +100,7 @@ def job_facts(
         environments=environments,
         unbuilt=unbuilt,
         networks=tuple(sorted((spec.networks or {}).items())),
+        egress=spec.egress,
         error=job.error,
         bootstrap=spec.bootstrap,
         judge_model=(

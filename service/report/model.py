@@ -237,7 +237,7 @@ class TaskNetwork(_Part):
 
     case: str
     wanted: str  # "public", or "allowlist: HOST, ..."
-    ran: str  # "offline": a sandbox never reaches a network itself
+    ran: str  # the job's egress policy: "offline", or the operator's policy it ran under
 
 
 class Bootstrap(_Part):

@@ -228,7 +228,8 @@ def render_text(report: Report) -> str:
         for task in record.unbuilt
     ]
     lines += [
-        f"  {task.case} asked for a network ({task.wanted}) and ran {task.ran}"
+        f"  {task.case} asked for a network ({task.wanted}) and ran "
+        + ("offline" if task.ran == "offline" else f"under egress policy {task.ran}")
         for task in record.networks
     ]
     return "\n".join(lines) + "\n"

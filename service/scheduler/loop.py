@@ -24,12 +24,14 @@ from sandbox.providers.client import Budget
 from service import config, task_suites
 from service.backends.protocol import FoundSandbox, SandboxBackend
 from service.domain.job_spec import JobSpec
+from service.launch.egress import trial_egress
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, TrialRecord, launch_trial
 from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.scheduler.ingest import EventSink
 from service.scheduler.run_spec import run_spec
+from service.settings import get_settings
 from service.store import queue
 from service.store.planes import BEAT_EVERY_S, beat, forget, live_planes, plane_owners
 from service.store.results import record_infra_error, record_result
@@ -58,6 +60,9 @@ class Scheduler:
         # One client for every gateway: connection pools are shared across trials.
         self.http = httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0))
         self.max_containers = max_containers or config.max_containers()
+        # Read once: a policy the operator wrote wrong stops the plane's start, not a trial.
+        self.egress_policies = config.egress_policies()
+        self.egress_max_bytes = get_settings().egress_max_bytes
         self.poll_s = poll_s
         self.owner = backend.owner
         self._stop = threading.Event()
@@ -248,7 +253,7 @@ class Scheduler:
             spec = JobSpec.model_validate(job.spec)
             harness = spec.variant(trial.variant)
             deadline_s = harness.limits.timeout_s
-            placement = task = agent_timeout_s = None
+            placement = task = agent_timeout_s = egress = None
             if trial.image is not None and not self._is_tasks(session, job.suite_sha256):
                 # A case's own environment, by its id: a tag could be pointed elsewhere.
                 placement = Placement(image=trial.image_digest or trial.image)
@@ -258,11 +263,19 @@ class Scheduler:
                 )
                 agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
                 deadline_s = task_suites.trial_deadline_s(found, agent_timeout_s)
+                egress = trial_egress(
+                    self.egress_policies,
+                    spec.egress,
+                    found.limits.wanted_network,
+                    found.limits.allowed_hosts,
+                    self.egress_max_bytes,
+                )
                 task = task_suites.task_spec(
                     found,
                     agent=harness.agent if isinstance(harness.agent, str) else None,
                     provider=harness.model.provider,
                     workdir=None,
+                    egress=egress is not None,
                 )
                 placement = Placement(
                     image=trial.image_digest or trial.image,
@@ -303,6 +316,7 @@ class Scheduler:
             on_event=sink,
             placement=placement,
             judge_budget=judge_budget,
+            egress=egress,
         )
         sink.flush()
         if self._stop.is_set():

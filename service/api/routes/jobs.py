@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from sandbox.protocol import CaseInfo
-from service import task_suites
+from service import config, task_suites
 from service.api.access import NOT_FOUND, get_job, newest_jobs
 from service.api.auth import Caller, resolve
 from service.api.cancel import cancel_job
@@ -19,7 +19,7 @@ from service.api.schemas import ErrorBody, JobCreated, JobView
 from service.api.stream import JobWatch, job_events
 from service.api.views import job_view
 from service.case_environments import with_environments
-from service.domain.job_spec import JobRequest
+from service.domain.job_spec import OFFLINE, JobRequest
 from service.domain.planner import (
     JobInputError,
     check_agents,
@@ -73,6 +73,12 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
             c.preparer.wake()
         return created
     check_agents(body, task_suite=False)
+    if body.egress != OFFLINE:
+        raise JobInputError(
+            ("body", "egress"),
+            "An egress policy applies to a task suite's tasks that ask for a network; a "
+            "Python suite's cases run offline. Leave egress out.",
+        )
     bundle = await run_in_threadpool(resolve_suite, body)
     try:
         infos = await c.lister.cases(bundle, caller.team_id)
@@ -135,6 +141,13 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
     except SuiteError as exc:
         raise JobInputError(("body", "suite"), str(exc)) from None
     cases = select_cases(body, list(suite.tasks), suite.name, suite.refused)
+    policies = config.egress_policies()
+    if body.egress not in policies:
+        raise JobInputError(
+            ("body", "egress"),
+            f"This box has no egress policy {body.egress!r}; it has {', '.join(sorted(policies))} "
+            "(EXAMHALL_EGRESS_POLICIES).",
+        )
     design = resolve_design(body, cases)
     wanted = {case: suite.task(case).limits.wanted_network for case in cases}
     design = dataclasses.replace(

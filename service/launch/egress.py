@@ -1,0 +1,203 @@
+"""The control plane's end of a trial's egress (sandbox/egress.py is the sandbox's): it
+decides every connection the trial asks for, makes the allowed ones itself, and carries
+their bytes over the channel.
+
+A connection is allowed when the job's policy names its host (on ports 80 and 443, or on the
+one port a `host:port` entry names) and, for a task that lists its own `allowed_hosts`, the
+task names it too. A name is resolved here, and one that resolves to an address the box keeps
+to itself (loopback, link-local and so a cloud's metadata endpoint) is refused, as the build
+proxy refuses it (sandbox/build_proxy.py); a `host:port` entry is the operator's own choice
+and reaches the address it names. Bytes both ways count against the trial's cap; past it
+every connection is closed and the trial ends as `limit_exceeded`.
+
+Policies are the operator's (service/domain/egress.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from sandbox.build_proxy import Policy
+from sandbox.egress import (
+    CHUNK,
+    EgressCloseMessage,
+    EgressDataMessage,
+    EgressOpenedMessage,
+    EgressOpenMessage,
+)
+from service.domain.egress import NAME, EgressPolicy
+from service.domain.job_spec import OFFLINE
+
+CONNECT_S = 30.0
+SEND_S = 30.0  # an upstream that takes no bytes for this long is closed
+MAX_CONNECTIONS = 1000  # per trial: a loop of opens is refused past it
+
+EgressMessage = EgressOpenMessage | EgressDataMessage | EgressCloseMessage
+
+
+@dataclass(frozen=True)
+class TrialEgress:
+    """What one trial may reach: the job's policy, the task's own list (None: any host of
+    the policy), and the bytes both ways it may move."""
+
+    policy: EgressPolicy
+    task_hosts: frozenset[str] | None
+    max_bytes: int
+
+    def check(self, host: str, port: int) -> tuple[list[str], str | None]:
+        """The addresses `host:port` may be reached at, or why not."""
+        host = host.lower().rstrip(".")
+        if not NAME.match(host) or host.startswith("*"):
+            return [], f"{host[:80]!r} is not a host name"
+        if self.task_hosts is not None and not Policy(self.task_hosts).allows_host(host):
+            return [], f"{host} is not among the task's allowed_hosts"
+        if (host, port) in self.policy.exact:
+            try:
+                found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                return list(dict.fromkeys(str(info[4][0]) for info in found)), None
+            except OSError as exc:
+                return [], f"{host} does not resolve ({exc})"
+        addresses, why = Policy(self.policy.hosts).addresses(host, port)
+        if why is not None:
+            # The build proxy's reasons name its own setting; this one's are the policy's.
+            why = why.replace("builds", "this trial").replace(
+                "(EXAMHALL_BUILD_EGRESS)", f"(egress policy {self.policy.name})"
+            )
+        return addresses, why
+
+
+@dataclass
+class _Upstream:
+    sock: socket.socket
+    closed: bool = False
+
+
+@dataclass
+class EgressGate:
+    """One trial's connections. `send` writes a message to the sandbox; `on_exceeded` is
+    told once, when the trial moves more than its bytes."""
+
+    egress: TrialEgress
+    send: Callable[[object], None]
+    on_exceeded: Callable[[str], None]
+    moved: int = 0
+    exceeded: str | None = None
+    opened: int = 0
+    _open: dict[int, _Upstream] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def handle(self, message: EgressMessage) -> None:
+        """A message of the sandbox's; never blocks for an upstream's connect."""
+        if isinstance(message, EgressOpenMessage):
+            threading.Thread(
+                target=self._connect, args=(message,), name="examhall-egress", daemon=True
+            ).start()
+            return
+        with self._lock:
+            upstream = self._open.get(message.id)
+        if upstream is None:
+            return  # closed meanwhile
+        if isinstance(message, EgressCloseMessage):
+            with contextlib.suppress(OSError):
+                upstream.sock.shutdown(socket.SHUT_WR)
+            return
+        try:
+            data = base64.b64decode(message.data, validate=True)
+        except (binascii.Error, ValueError):
+            self._close(message.id, tell=True)
+            return
+        if not self._count(len(data)):
+            return
+        try:
+            upstream.sock.sendall(data)
+        except OSError:
+            self._close(message.id, tell=True)
+
+    def close(self) -> None:
+        """Close every connection (the trial is over)."""
+        with self._lock:
+            ids = list(self._open)
+        for ident in ids:
+            self._close(ident, tell=False)
+
+    # -- internals
+
+    def _connect(self, message: EgressOpenMessage) -> None:
+        with self._lock:
+            self.opened += 1
+            over = self.opened > MAX_CONNECTIONS or self.exceeded is not None
+        why: str | None = f"the trial opened more than {MAX_CONNECTIONS} connections"
+        addresses: list[str] = []
+        if not over:
+            addresses, why = self.egress.check(message.host, message.port)
+        sock = None
+        for address in addresses:
+            try:
+                sock = socket.create_connection((address, message.port), timeout=CONNECT_S)
+                break
+            except OSError as exc:
+                why = f"{message.host}:{message.port} could not be reached ({exc})"
+        if sock is None:
+            self.send(EgressOpenedMessage(message.id, error=why or "refused"))
+            return
+        sock.settimeout(SEND_S)
+        with self._lock:
+            self._open[message.id] = _Upstream(sock)
+        self.send(EgressOpenedMessage(message.id))
+        self._pump(message.id, sock)
+
+    def _pump(self, ident: int, sock: socket.socket) -> None:
+        """Upstream to sandbox, until the upstream ends."""
+        try:
+            while data := sock.recv(CHUNK):
+                if not self._count(len(data)):
+                    return
+                self.send(EgressDataMessage(ident, base64.b64encode(data).decode()))
+        except OSError:
+            pass
+        self._close(ident, tell=True)
+
+    def _count(self, size: int) -> bool:
+        with self._lock:
+            self.moved += size
+            if self.moved <= self.egress.max_bytes or self.exceeded is not None:
+                return self.exceeded is None
+            self.exceeded = (
+                f"The trial moved more than its {self.egress.max_bytes} bytes through egress "
+                f"policy {self.egress.policy.name}; its sandbox was stopped."
+            )
+        self.close()
+        self.on_exceeded(self.exceeded)
+        return False
+
+    def _close(self, ident: int, *, tell: bool) -> None:
+        with self._lock:
+            upstream = self._open.pop(ident, None)
+        if upstream is None:
+            return
+        with contextlib.suppress(OSError):
+            upstream.sock.close()
+        if tell:
+            with contextlib.suppress(OSError):
+                self.send(EgressCloseMessage(ident))
+
+
+def trial_egress(
+    policies: Mapping[str, EgressPolicy],
+    policy: str,
+    wanted: str | None,
+    allowed_hosts: tuple[str, ...],
+    max_bytes: int,
+) -> TrialEgress | None:
+    """What a task's trial may reach under the job's `policy`: None (offline) when the policy
+    is offline or the task asks for no network."""
+    found = policies.get(policy)
+    if found is None or policy == OFFLINE or wanted is None:
+        return None
+    return TrialEgress(found, frozenset(allowed_hosts) or None, max_bytes)
