@@ -143,6 +143,18 @@ class Client:
         result: list[dict[str, Any]] = _check(self.http.get(f"/v1/jobs/{job_id}/trials"))
         return result
 
+    def events(self, trial_id: str) -> list[dict[str, Any]]:
+        """A trial's first 10,000 events (the API's page), enough for its lifecycle steps."""
+        response = self.http.get(f"/v1/trials/{trial_id}/events", params={"limit": 10_000})
+        result: list[dict[str, Any]] = _check(response)
+        return result
+
+    def artifact(self, trial_id: str, name: str) -> bytes:
+        response = self.http.get(f"/v1/trials/{trial_id}/artifacts/{name}")
+        if response.status_code >= 400:
+            _check(response)
+        return response.content
+
     def cancel(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = _check(self.http.delete(f"/v1/jobs/{job_id}"))
         return result
