@@ -65,6 +65,7 @@ _RUNNERS = {
     "perl",
     "ruby",
 }
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)", re.MULTILINE | re.IGNORECASE)
 
 
@@ -95,6 +96,10 @@ def runs_agent_files(script: str, workdirs: set[str]) -> list[str]:
             except ValueError:
                 words = command.split()
             if words and words[0] in ("then", "else", "do", "if", "while", "!"):
+                words = words[1:]
+            # `reward=/logs/verifier/reward.txt` sets a variable; what follows such words, if
+            # anything, is the command.
+            while words and _ASSIGNMENT.match(words[0]):
                 words = words[1:]
             if not words:
                 continue
