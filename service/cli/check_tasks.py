@@ -1,10 +1,11 @@
-"""`examhall check-tasks DIR`: run every task with the oracle and the nop agent, and list the
-broken ones.
+"""`examhall check-tasks DIR`: run every task with the oracle and the nop agent, and give
+each task a verdict with its cause.
 
 A sound task passes with its reference solution and fails when nothing was done. One that
-fails with the oracle (its verifier or its solution is wrong, or it needs what examhall
-does not give: root, the network) or passes with nop (its verifier checks nothing the
-agent did) would make any agent's score meaningless, so it is reported, not run.
+fails with the oracle (its environment does not build, it has no solution, its verifier or
+its solution is wrong, or it needs what examhall does not give: root, the network) or
+passes with nop (its verifier checks nothing the agent did) would make any agent's score
+meaningless, so it is reported broken, with why and the trial to open.
 
 A task whose tests/test.sh runs a file from the agent's workspace (executes, sources or
 hands to an interpreter a path under the working directory) is warned about too: the
@@ -15,12 +16,13 @@ is a heuristic over the script's text, neither complete nor proof.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,24 @@ import httpx
 from service.archives import ArchiveError
 from service.cli.client import ApiError, Client
 from service.cli.local import local_control_plane
+from service.cli.task_verdicts import (
+    BUILD_ERROR,
+    NO_LOGS,
+    NOP,
+    ORACLE,
+    BuildFailure,
+    TaskVerdict,
+    TrialLogs,
+    TrialRow,
+    job_build_failure,
+    last_attempts,
+    verdict,
+)
+from service.harbor.tasks import load_tasks, read_tree
+from service.store.db import database_url
+from service.suites import SuiteError, shipped_dir
+from service.task_suites import shipped_task_suites
 
-ORACLE, NOP = "oracle", "nop"
 # Where an agent's files are when the task names no WORKDIR: Harbor's and examhall's.
 WORKSPACES = ("/app", "/workspace")
 _RUNNERS = {
@@ -47,64 +65,8 @@ _RUNNERS = {
     "perl",
     "ruby",
 }
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)", re.MULTILINE | re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Check:
-    task: str
-    oracle: str
-    nop: str
-    problem: str | None  # None: the task is sound
-
-
-def _how(trial: Mapping[str, Any] | None) -> str:
-    if trial is None:
-        return "did not run"
-    if trial["outcome"] == "error":
-        return f"{trial['error_kind']}: {trial['error_message']}"
-    return str(trial["outcome"])
-
-
-def checks(trials: Iterable[Mapping[str, Any]]) -> list[Check]:
-    """Each task's verdict from the last attempt of its oracle and nop trials."""
-    last: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for trial in sorted(trials, key=lambda t: t["attempt"]):
-        last[(trial["case_id"], trial["variant"])] = trial
-    results = []
-    for task in sorted({case for case, _ in last}):
-        oracle, nop = last.get((task, ORACLE)), last.get((task, NOP))
-        problem = None
-        if oracle is None or oracle["outcome"] != "passed":
-            problem = (
-                f"fails with its reference solution ({_how(oracle)}); check solution/solve.sh "
-                "and tests/test.sh (the oracle runs unprivileged and with no network here)"
-            )
-        elif nop is None or nop["outcome"] == "passed":
-            problem = (
-                "passes with the nop agent: its verifier does not check what the agent did"
-                if nop is not None
-                else "its nop trial did not run"
-            )
-        elif nop["outcome"] != "failed":
-            problem = f"the nop agent's run was not scored ({_how(nop)})"
-        results.append(Check(task, _how(oracle), _how(nop), problem))
-    return results
-
-
-def render(results: list[Check]) -> str:
-    width = max([len("TASK"), *(len(r.task) for r in results)])
-    lines = [f"{'TASK':<{width}}  {'ORACLE':<8}  {'NOP':<8}  VERDICT"]
-    for r in results:
-        oracle = r.oracle if len(r.oracle) <= 8 else "error"
-        nop = r.nop if len(r.nop) <= 8 else "error"
-        lines.append(f"{r.task:<{width}}  {oracle:<8}  {nop:<8}  {r.problem or 'sound'}")
-    broken = [r for r in results if r.problem]
-    lines.append(
-        f"{len(broken)} of {len(results)} task(s) broken"
-        + (f": {', '.join(r.task for r in broken)}" if broken else "")
-    )
-    return "\n".join(lines) + "\n"
 
 
 def task_workdirs(task_dir: Path) -> set[str]:
@@ -135,6 +97,10 @@ def runs_agent_files(script: str, workdirs: set[str]) -> list[str]:
                 words = command.split()
             if words and words[0] in ("then", "else", "do", "if", "while", "!"):
                 words = words[1:]
+            # `reward=/logs/verifier/reward.txt` sets a variable; what follows such words, if
+            # anything, is the command.
+            while words and _ASSIGNMENT.match(words[0]):
+                words = words[1:]
             if not words:
                 continue
             target = None
@@ -160,37 +126,226 @@ def _in_workspace(path: str, workdirs: set[str]) -> bool:
     return any(path == w or path.startswith(f"{w}/") for w in workdirs)
 
 
-def workspace_warnings(suite_dir: Path) -> list[str]:
-    """A warning for each task of a directory whose test.sh seems to run the agent's files."""
-    warnings = []
+def workspace_findings(suite_dir: Path) -> dict[str, list[str]]:
+    """Task directory name -> a warning for each line of its test.sh that seems to run the
+    agent's files ("" for a directory that is one task itself)."""
     tasks = (
         [suite_dir]
         if (suite_dir / "tests" / "test.sh").is_file()
         else sorted(d for d in suite_dir.iterdir() if (d / "tests" / "test.sh").is_file())
     )
+    found: dict[str, list[str]] = {}
     for task in tasks:
         script = (task / "tests" / "test.sh").read_text("utf-8", "replace")
         for line in runs_agent_files(script, task_workdirs(task)):
-            warnings.append(
+            found.setdefault("" if task == suite_dir else task.name, []).append(
                 f"warning: {task.name}: tests/test.sh runs a file in the agent's workspace as "
                 f"root ({line}); the agent can write the reward. Run only files from /tests "
                 f"(a heuristic scan of the script's text; check it by reading the script)"
             )
-    return warnings
+    return found
 
 
-def job_body(suite: str, rounds: int) -> dict[str, Any]:
-    return {
+def workspace_warnings(suite_dir: Path) -> list[str]:
+    """A warning for each task of a directory whose test.sh seems to run the agent's files."""
+    return [w for warnings in workspace_findings(suite_dir).values() for w in warnings]
+
+
+class CheckError(Exception):
+    """Input check-tasks cannot run: the message says what to change."""
+
+
+def suite_dir(suite: str) -> Path | None:
+    """The directory of the tasks: the one given, or a shipped task suite's in this
+    checkout's evals/ (the server ships the same); None for an uploaded suite's id."""
+    if Path(suite).is_dir():
+        return Path(suite)
+    if suite in shipped_task_suites():
+        return shipped_dir() / suite
+    return None
+
+
+def local_tasks(directory: Path) -> dict[str, bool]:
+    """Task id -> whether it has solution/solve.sh, read as the control plane reads an upload
+    (service/task_suites.py's from_archive), so the ids are the ones its jobs use."""
+    try:
+        tasks = load_tasks(read_tree(directory))
+    except SuiteError as exc:
+        raise CheckError(f"{directory} is not a suite of Harbor tasks:\n{exc}") from None
+    return {task.id: task.has_solution for task in tasks}
+
+
+def names(option: str, text: str | None) -> list[str]:
+    found = [name.strip() for name in (text or "").split(",") if name.strip()]
+    if text is not None and not found:
+        raise CheckError(f"{option} names no task; give task ids separated by commas.")
+    return found
+
+
+def selection(known: list[str] | None, cases: list[str], exclude: list[str]) -> list[str] | None:
+    """The tasks to check (None: all of them, as the server lists them). A name that is no
+    task is an error, so that a typo never checks less than was meant."""
+    if known is None:
+        if exclude:
+            raise CheckError(
+                "--exclude needs the suite's task list, which only a directory or a shipped "
+                "suite's name gives; give the directory, or name the tasks with --cases."
+            )
+        return cases or None
+    unknown = [name for name in [*cases, *exclude] if name not in known]
+    if unknown:
+        raise CheckError(
+            f"No task named {', '.join(unknown)} in the suite; its tasks: {', '.join(known)}."
+        )
+    picked = [task for task in (cases or known) if task not in exclude]
+    if not picked:
+        raise CheckError("--cases and --exclude leave no task to check.")
+    if not cases and not exclude:
+        return None
+    return picked
+
+
+def job_body(suite: str, rounds: int, cases: list[str] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "suite": suite,
         "variants": {NOP: {"agent": NOP}, ORACLE: {"agent": ORACLE}},
         "baseline": NOP,
         "rounds": rounds,
     }
+    if cases is not None:
+        body["cases"] = cases
+    return body
+
+
+@dataclass
+class Checked:
+    """What the check's jobs left: every trial, and the tasks whose environment ended a
+    job before any trial ran (control planes older than main's preparer)."""
+
+    tasks: list[str] = field(default_factory=list)
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    builds: dict[str, BuildFailure] = field(default_factory=dict)
+
+
+def run_jobs(client: Client, suite: str, rounds: int, cases: list[str] | None) -> Checked:
+    """Run the oracle and nop on the tasks. A job that a task's build ended is submitted again
+    without that task (its built environments are cached), so every task gets a verdict."""
+    checked = Checked()
+    while True:
+        job = client.submit(job_body(suite, rounds, cases))
+        print(f"Submitted {job['id']}: {job['planned_trials']} trials.", file=sys.stderr)
+        done = client.wait(job["id"])
+        planned: list[str] = list(done.get("spec", {}).get("cases") or cases or [])
+        checked.tasks += [task for task in planned if task not in checked.tasks]
+        checked.trials += client.trials(job["id"])
+        if done.get("status") == "cancelled":
+            raise CheckError(f"Job {job['id']} was cancelled; run the check again.")
+        error = done.get("error")
+        if not error:
+            return checked
+        failure = job_build_failure(error, planned, job["id"])
+        if failure is None:
+            raise CheckError(f"Job {job['id']} did not run: {error}")
+        checked.builds[failure.task] = failure
+        cases = [task for task in planned if task != failure.task]
+        if not cases:
+            return checked
+        print(
+            f"examhall: the environment of task {failure.task} did not build; checking the "
+            f"other {len(cases)} task(s) in a new job.",
+            file=sys.stderr,
+        )
+
+
+def oracle_logs(client: Client, trial: TrialRow) -> TrialLogs:
+    """What a failed oracle trial left: its solution's output, verifier log and events."""
+
+    def text(name: str) -> str:
+        if name not in trial.artifacts:
+            return ""
+        return client.artifact(trial.id, name).decode("utf-8", "replace")
+
+    events = [
+        str(e["payload"].get("detail", ""))
+        for e in client.events(trial.id)
+        if e.get("type") == "lifecycle" and isinstance(e.get("payload"), dict)
+    ]
+    solution = "\n".join(text(name) for name in ("agent.stdout", "agent.stderr"))
+    return TrialLogs(solution=solution, verifier=text("verifier.log"), events=events)
+
+
+def verdicts(
+    client: Client,
+    checked: Checked,
+    *,
+    solutions: Mapping[str, bool],
+    warnings: Mapping[str, list[str]],
+    where: Callable[[str], str],
+) -> list[TaskVerdict]:
+    last = last_attempts(checked.trials)
+    results = []
+    for task in sorted(checked.tasks):
+        oracle, nop = last.get((task, ORACLE)), last.get((task, NOP))
+        logs = NO_LOGS
+        if oracle is not None and oracle.outcome != "passed" and oracle.error_kind != BUILD_ERROR:
+            logs = oracle_logs(client, oracle)
+        ids = [t.id for t in (oracle, nop) if t is not None]
+        results.append(
+            verdict(
+                task,
+                oracle,
+                nop,
+                oracle_logs=logs,
+                has_solution=solutions.get(task),
+                build=checked.builds.get(task),
+                warnings=warnings.get(task, []),
+                where={trial_id: where(trial_id) for trial_id in ids},
+            )
+        )
+    return results
+
+
+def render(results: list[TaskVerdict]) -> str:
+    """The table: a row a task, and under a task that is not sound its detail, indented."""
+    width = max([len("TASK"), *(len(r.task) for r in results)])
+    oracle = max([len("ORACLE"), *(len(r.oracle) for r in results)])
+    nop = max([len("NOP"), *(len(r.nop) for r in results)])
+    lines = [f"{'TASK':<{width}}  {'ORACLE':<{oracle}}  {'NOP':<{nop}}  {'VERDICT':<7}  CAUSE"]
+    for r in results:
+        lines.append(
+            f"{r.task:<{width}}  {r.oracle:<{oracle}}  {r.nop:<{nop}}  {r.verdict:<7}  {r.cause}"
+        )
+        lines += [f"    {line}" for line in r.detail.splitlines() if r.verdict != "sound"]
+    broken = [r.task for r in results if r.verdict == "broken"]
+    lines.append(
+        f"{len(broken)} of {len(results)} task(s) broken"
+        + (f": {', '.join(broken)}" if broken else "")
+    )
+    return "\n".join(lines) + "\n"
 
 
 def cmd_check_tasks(args: argparse.Namespace) -> int:
-    """Exit 0 when every task is sound, 1 when some are broken, 2 on a usage or server
-    error, 4 when the job could not run (an environment that did not build)."""
+    """Exit 0 when no task is broken, 1 when some are, 2 when the check could not run."""
+    try:
+        directory = suite_dir(args.suite)
+        solutions = local_tasks(directory) if directory is not None else {}
+        cases = selection(
+            list(solutions) if directory is not None else None,
+            names("--cases", args.cases),
+            names("--exclude", args.exclude),
+        )
+    except CheckError as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    warnings: dict[str, list[str]] = {}
+    if Path(args.suite).is_dir():
+        for task, found in workspace_findings(Path(args.suite)).items():
+            if task == "" and len(solutions) == 1:
+                task = next(iter(solutions))
+            if cases is None or task in cases:
+                warnings[task] = found
+                for warning in found:
+                    print(f"examhall: {warning}", file=sys.stderr)
     plane: AbstractContextManager[Client] = (
         local_control_plane() if args.local else nullcontext(Client(args.server, args.token))
     )
@@ -198,22 +353,49 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
         with plane as client:
             suite = args.suite
             if Path(suite).is_dir():
-                for warning in workspace_warnings(Path(suite)):
-                    print(f"examhall: {warning}", file=sys.stderr)
                 suite = client.upload_suite(suite)
                 print(f"Uploaded {args.suite} as suite {suite}.", file=sys.stderr)
-            job = client.submit(job_body(suite, args.rounds))
-            print(f"Submitted {job['id']}: {job['planned_trials']} trials.", file=sys.stderr)
-            done = client.wait(job["id"])
-            if done.get("error"):
-                print(f"examhall: job {job['id']} did not run: {done['error']}", file=sys.stderr)
-                return 4
-            results = checks(client.trials(job["id"]))
-    except (ApiError, ArchiveError, httpx.TransportError) as exc:
+            checked = run_jobs(client, suite, args.rounds, cases)
+            base = str(client.http.base_url).rstrip("/")
+
+            def where(trial_id: str) -> str:
+                if args.local:
+                    # This control plane stops with the command; its store keeps the trials.
+                    return (
+                        f"{trial_id} (`examhall serve` over {database_url()} shows "
+                        f"/ui/trials/{trial_id})"
+                    )
+                return f"{base}/ui/trials/{trial_id}"
+
+            results = verdicts(client, checked, solutions=solutions, warnings=warnings, where=where)
+    except (ApiError, ArchiveError, CheckError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    print(render(results), end="")
-    return 1 if any(r.problem for r in results) else 0
+    except httpx.TransportError as exc:
+        print(
+            f"examhall: cannot reach the control plane at {args.server} ({exc}); start it, or "
+            "give its URL with --server (or $EXAMHALL_SERVER), or check with --local."
+            if not args.local
+            else f"examhall: the local control plane stopped answering ({exc}); see above.",
+            file=sys.stderr,
+        )
+        return 2
+    if args.json:
+        print(json.dumps([r.model_dump() for r in results], indent=2))
+    else:
+        print(render(results), end="")
+    return 1 if any(r.verdict == "broken" for r in results) else 0
+
+
+EPILOG = """\
+verdicts: sound (passes with the oracle, fails with nop), broken (with its cause: build
+failed at step N, no reference solution, needs network, needs root, verifier error, fails
+with its reference solution, passes with nop), warning (sound, but tests/test.sh seems to
+run a file from the agent's workspace).
+
+exit status: 0 no task is broken (warnings may be listed), 1 some task is broken, 2 the
+check could not run (bad input, a task name that is no task, the server unreachable or
+refusing, a job that could not run)."""
 
 
 def add_command(
@@ -223,9 +405,20 @@ def add_command(
     check = sub.add_parser(
         "check-tasks",
         help="run a task suite with the oracle and nop agents and list the broken tasks",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("suite", help="a directory of Harbor tasks, or a suite the server has")
     check.add_argument("--rounds", type=int, default=1, help="runs of each agent per task")
+    check.add_argument("--cases", help="comma-separated task ids to check (default: all)")
+    check.add_argument("--exclude", help="comma-separated task ids to leave out")
+    check.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON list, one object a task: task, verdict, cause, oracle, nop, "
+        "trials, detail",
+    )
     check.add_argument(
         "--local", action="store_true", help="start a control plane of its own for the check"
     )

@@ -22,7 +22,40 @@ SERVER_ENV = "EXAMHALL_SERVER"
 
 
 class ApiError(RuntimeError):
-    pass
+    """An answer of the control plane that is an error. Its text is the request, the status
+    and the server's detail, one problem a line, as every command prints it."""
+
+    def __init__(self, request: str, status: int, problems: list[str]) -> None:
+        self.request, self.status, self.problems = request, status, problems
+        head = f"{request}: HTTP {status}"
+        if len(problems) == 1:
+            text = f"{head}: {problems[0]}"
+        else:
+            text = "\n".join([f"{head}:", *(f"  {line}" for line in problems)])
+        super().__init__(text)
+
+
+def detail_lines(detail: Any) -> list[str]:
+    """The lines of an error body's `detail`: a string, or FastAPI's list of {loc, msg}
+    (service/api/errors.py), whose messages may hold several lines (a suite's problems)."""
+    if detail is None:
+        return []
+    if isinstance(detail, str):
+        return [line for line in detail.splitlines() if line.strip()]
+    if not isinstance(detail, list):
+        return [json.dumps(detail)]
+    lines: list[str] = []
+    for item in detail:
+        if not isinstance(item, dict) or "msg" not in item:
+            lines.append(item if isinstance(item, str) else json.dumps(item))
+            continue
+        # "body" alone is the whole upload or job body: naming it says nothing.
+        loc = [str(part) for part in item.get("loc") or []]
+        where = ".".join(loc[1:] if loc[:1] == ["body"] else loc)
+        first, *rest = [line for line in str(item["msg"]).splitlines() if line.strip()] or [""]
+        lines.append(f"{where}: {first}" if where else first)
+        lines.extend(rest)
+    return lines
 
 
 def suite_name(directory: str | os.PathLike[str]) -> str:
@@ -39,12 +72,14 @@ def default_server() -> str:
 def _check(response: httpx.Response) -> Any:
     if response.status_code >= 400:
         try:
-            detail = response.json().get("detail")
+            body = response.json()
+            detail = body.get("detail") if isinstance(body, dict) else body
         except ValueError:
             detail = response.text
         raise ApiError(
-            f"{response.request.method} {response.request.url.path}: "
-            f"HTTP {response.status_code}: {detail}"
+            f"{response.request.method} {response.request.url.path}",
+            response.status_code,
+            detail_lines(detail) or [response.reason_phrase or "no detail"],
         )
     return response.json()
 
@@ -113,6 +148,18 @@ class Client:
     def trials(self, job_id: str) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = _check(self.http.get(f"/v1/jobs/{job_id}/trials"))
         return result
+
+    def events(self, trial_id: str) -> list[dict[str, Any]]:
+        """A trial's first 10,000 events (the API's page), enough for its lifecycle steps."""
+        response = self.http.get(f"/v1/trials/{trial_id}/events", params={"limit": 10_000})
+        result: list[dict[str, Any]] = _check(response)
+        return result
+
+    def artifact(self, trial_id: str, name: str) -> bytes:
+        response = self.http.get(f"/v1/trials/{trial_id}/artifacts/{name}")
+        if response.status_code >= 400:
+            _check(response)
+        return response.content
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = _check(self.http.delete(f"/v1/jobs/{job_id}"))

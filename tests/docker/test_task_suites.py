@@ -5,6 +5,7 @@ back to it), their trials run in those images and scored by each task's own veri
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -217,21 +218,44 @@ CHECKS_ANSWER = (
 )
 
 
-def write_task(root: Path, name: str, test: bytes, solve: bytes) -> None:
+def write_task(
+    root: Path,
+    name: str,
+    test: bytes,
+    solve: bytes | None,
+    dockerfile: bytes = PLAIN_ENV,
+) -> None:
     files = {
         "task.toml": CHECKED_TASK_TOML,
         "instruction.md": b"Write 42 to /app/answer.txt.",
-        "environment/Dockerfile": PLAIN_ENV,
+        "environment/Dockerfile": dockerfile,
         "tests/test.sh": test,
-        "solution/solve.sh": solve,
     }
+    if solve is not None:
+        files["solution/solve.sh"] = solve
     for relative, data in files.items():
         path = root / name / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
 
 
-def test_check_tasks_lists_the_broken_tasks(
+def examhall(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI against `server`, as its admin, the way a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args, "--server", server.url],
+        env={**os.environ, "EXAMHALL_TOKEN": server.token},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def check_tasks(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+    return examhall(server, "check-tasks", *args)
+
+
+def test_check_tasks_gives_every_task_a_verdict_and_its_cause(
     start_server: Callable[..., Server], tmp_path: Path
 ) -> None:
     server = start_server()
@@ -239,20 +263,99 @@ def test_check_tasks_lists_the_broken_tasks(
     write_task(suite, "sound", CHECKS_ANSWER, b"echo 42 > /app/answer.txt\n")
     write_task(suite, "lax", b"echo 1 > /logs/verifier/reward.txt\n", b"true\n")
     write_task(suite, "wrong-solution", CHECKS_ANSWER, b"echo 41 > /app/answer.txt\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "check-tasks", str(suite), "--server", server.url],
-        env={**os.environ, "EXAMHALL_TOKEN": server.token},
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+    write_task(suite, "no-solution", CHECKS_ANSWER, None)
+    # What a solution that fetches its tool, or installs a package, meets here.
+    write_task(
+        suite,
+        "needs-network",
+        CHECKS_ANSWER,
+        b"exec 3<>/dev/tcp/example.com/80 && echo 42 > /app/answer.txt\n",
     )
+    write_task(
+        suite, "needs-root", CHECKS_ANSWER, b"apt-get install -y jq && echo 42 > /app/answer.txt\n"
+    )
+    write_task(
+        suite,
+        "verifier-error",
+        b"echo checking /app/answer.txt\necho no runner for the check >&2\nexit 3\n",
+        b"echo 42 > /app/answer.txt\n",
+    )
+    write_task(
+        suite,
+        "bad-build",
+        CHECKS_ANSWER,
+        b"echo 42 > /app/answer.txt\n",
+        dockerfile=b"FROM debian:bookworm-slim\nWORKDIR /app\nRUN echo preparing && exit 3\n",
+    )
+    done = check_tasks(server, str(suite), "--json")
     assert done.returncode == 1, done.stderr[-3000:]
-    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:-1]}
-    assert rows["sound"].endswith("sound"), done.stdout
-    assert "passes with the nop agent" in rows["lax"], done.stdout
-    assert "fails with its reference solution" in rows["wrong-solution"], done.stdout
-    assert done.stdout.splitlines()[-1] == "2 of 3 task(s) broken: lax, wrong-solution"
+    rows = {row["task"]: row for row in json.loads(done.stdout)}
+    assert {task: (row["verdict"], row["cause"]) for task, row in rows.items()} == {
+        "sound": ("sound", "passes with the oracle, fails with nop"),
+        "lax": ("broken", "passes with nop"),
+        "wrong-solution": ("broken", "fails with its reference solution (score 0)"),
+        "no-solution": ("broken", "no reference solution"),
+        "needs-network": ("broken", "needs network (host example.com)"),
+        "needs-root": ("broken", "needs root"),
+        "verifier-error": ("broken", "verifier error"),
+        "bad-build": ("broken", "build failed at step 3"),
+    }, done.stdout
+    assert "are you root?" in rows["needs-root"]["detail"], rows["needs-root"]
+    assert "verifier.log: no runner for the check" in rows["verifier-error"]["detail"]
+    assert "preparing" in rows["bad-build"]["detail"], rows["bad-build"]
+    assert "RUN echo preparing && exit 3" in rows["bad-build"]["detail"]
+    # Each trial named is the task's own, and opens on the server.
+    trials = {
+        t["id"]: t
+        for job in server.http.get("/v1/jobs").json()
+        for t in server.http.get(f"/v1/jobs/{job['id']}/trials").json()
+    }
+    for task, row in rows.items():
+        for agent, trial_id in row["trials"].items():
+            if trial_id is not None:
+                assert (trials[trial_id]["case_id"], trials[trial_id]["variant"]) == (task, agent)
+                assert f"{server.url}/ui/trials/{trial_id}" in row["detail"] or task == "sound"
+    assert rows["lax"]["trials"]["nop"] and rows["sound"]["trials"]["oracle"]
+
+    # The table says the same, a task a row, with the detail indented under it.
+    jobs = len(server.http.get("/v1/jobs").json())
+    text = check_tasks(server, str(suite), "--exclude", "bad-build,needs-root")
+    assert text.returncode == 1, text.stderr[-3000:]
+    lines = text.stdout.splitlines()
+    rows_text = {line.split()[0]: line for line in lines[1:-1] if not line.startswith(" ")}
+    assert sorted(rows_text) == sorted(set(rows) - {"bad-build", "needs-root"}), text.stdout
+    assert rows_text["sound"].endswith("sound    passes with the oracle, fails with nop")
+    assert rows_text["needs-network"].endswith("needs network (host example.com)")
+    assert lines[-1] == (
+        "5 of 6 task(s) broken: lax, needs-network, no-solution, verifier-error, wrong-solution"
+    )
+    assert len(server.http.get("/v1/jobs").json()) == jobs + 1
+
+    # Only the tasks named; a name that is no task runs nothing.
+    only = check_tasks(server, str(suite), "--cases", "sound")
+    assert only.returncode == 0, only.stderr[-3000:]
+    assert only.stdout.splitlines()[-1] == "0 of 1 task(s) broken"
+    typo = check_tasks(server, str(suite), "--cases", "sound,snuod")
+    assert typo.returncode == 2 and "No task named snuod" in typo.stderr, typo.stderr
+    assert len(server.http.get("/v1/jobs").json()) == jobs + 2
+
+
+def test_a_refused_upload_prints_each_problem_on_a_line(
+    start_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = start_server()
+    suite = tmp_path / "malformed"
+    for name in ("one", "two"):
+        write_task(suite, name, CHECKS_ANSWER, None)
+        (suite / name / "task.toml").write_text("[verifier]\ntimeout_sec = 'soon'\n")
+    done = examhall(server, "submit", str(suite), "--agent", "oracle")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0] == "examhall: POST /v1/suites: HTTP 422:", done.stderr
+    problems = [line for line in lines[1:] if line.startswith("  task ")]
+    assert [p.split(":")[0] for p in problems] == ["  task one", "  task two"], done.stderr
+    assert "\\n" not in done.stderr and "{'loc'" not in done.stderr
+    assert server.http.get("/v1/jobs").json() == []
 
 
 def test_a_python_suite_runs_its_cases_in_the_environment_it_declares(

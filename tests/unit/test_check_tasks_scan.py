@@ -50,3 +50,10 @@ def test_the_cookbook_task_is_not_warned_about_and_a_planted_runner_is(tmp_path:
     (task / "tests" / "test.sh").write_text("/srv/code/check.sh > /logs/verifier/reward.txt\n")
     (warning,) = workspace_warnings(tmp_path)
     assert "runs-agent-code" in warning and "line 1" in warning and "heuristic" in warning
+
+
+def test_a_variable_set_to_a_path_runs_nothing() -> None:
+    # evals/harbor_demo/jq-filter/tests/test.sh names its reward file this way.
+    script = "reward=/logs/verifier/reward.txt\nout=./result.json\nLANG=C ./grade.sh\n"
+    assert [line.split(":")[0] for line in runs_agent_files(script, WORKDIRS)] == ["line 3"]
+    assert workspace_warnings(Path(__file__).parent.parent.parent / "evals" / "harbor_demo") == []
