@@ -63,10 +63,11 @@ class SuiteBundle:
 class TaskSpec:
     """A task that brings its own environment and verifier (Harbor's format).
 
-    The prompt is the task's instruction. The verifier's files (tests/) and, for the oracle
-    agent only, the reference solution (solution/) travel base64-encoded; only the root
-    supervisor ever holds the verifier's, and it writes them into the container after the
-    agent's processes are gone."""
+    The prompt is the task's instruction. The verifier's files (tests/) and, for a trial whose
+    agent runs the reference solution (`runs_solution`), the whole solution/ directory travel
+    base64-encoded, by path relative to their directory. Only the root supervisor ever holds
+    the verifier's, and it writes them into the container after the agent's processes are
+    gone; the solution it writes into /solution before the agent starts."""
 
     name: str
     instruction: str
@@ -79,11 +80,22 @@ class TaskSpec:
     solution_env: dict[str, str] = field(default_factory=dict)
     # The task's working directory as its tests know it (e.g. /app, a link to /workspace).
     workdir: str | None = None
-    # A built-in agent instead of a model's: "oracle" runs solution/solve.sh, "nop" nothing.
+    # A built-in agent instead of a model's: "oracle" runs /solution/solve.sh, "nop" nothing.
     agent: str | None = None
     # The job's egress policy gives this task a way out: the supervisor starts its proxy
     # fronts (sandbox/egress.py), whose every connection the control plane decides.
     egress: bool = False
+
+
+# Models that replay a case's "solution" script: for a task, its reference solution.
+SCRIPTED_PROVIDERS = frozenset({"faux", "simulated"})
+
+
+def runs_solution(agent: str | None, provider: str) -> bool:
+    """Whether a task trial's agent runs the reference solution, and so gets solution/: the
+    oracle, or a scripted model (which replays `bash /solution/solve.sh` as its own call).
+    A real model's trial never does: the reference solution would be its answer key."""
+    return agent == "oracle" or (agent is None and provider in SCRIPTED_PROVIDERS)
 
 
 @dataclass(frozen=True)

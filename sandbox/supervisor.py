@@ -49,6 +49,7 @@ from sandbox.protocol import (
     TrialResult,
     encode,
     jsonable,
+    runs_solution,
 )
 
 if TYPE_CHECKING:
@@ -310,9 +311,15 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
         # Only a task's trial has a verifier, so only it imports one.
         from sandbox import verifier
 
-        # The verifier's files stay here; the child (and so the agent) never has them.
+        # The verifier's files stay here; the child (and so the agent) never has them. The
+        # reference solution goes to /solution, as Harbor's oracle has it, for the agents
+        # that run it; for any other the child gets none (the control plane sends none to
+        # such a trial, service/task_suites.py: this holds it even if one came).
         run.verifying = True
-        task = dataclasses.replace(spec.task, tests={})
+        solution = (
+            spec.task.solution if runs_solution(spec.task.agent, spec.model.provider) else None
+        )
+        task = dataclasses.replace(spec.task, tests={}, solution=solution)
         if spec.task.egress:
             # Only a trial with a way out imports one (sockets, threads of its own).
             from sandbox.egress import EgressFront, proxy_env
@@ -323,9 +330,9 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
             port = run.front.listen("agent")
             task = dataclasses.replace(task, env={**task.env, **proxy_env(port)})
         bare = dataclasses.replace(bare, task=task)
-        if spec.task.agent == "oracle" and spec.task.solution:
+        if solution:
             try:
-                verifier.place_solution(spec.task.solution)
+                verifier.place_solution(solution)
             except (OSError, ValueError) as exc:
                 run.result(_lost(f"The reference solution could not be placed: {exc}"))
                 to_child.close()

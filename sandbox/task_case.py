@@ -7,7 +7,6 @@ nothing (every sound task must fail with it): together they check a task, not an
 
 from __future__ import annotations
 
-import base64
 import shlex
 from collections.abc import Callable
 
@@ -16,6 +15,7 @@ from sandbox.external import run_command
 from sandbox.faux import bash, text
 from sandbox.protocol import Event, LifecycleEvent, TaskSpec
 from sandbox.suite import AgentRun, Case, Judge
+from sandbox.workspace import task_workdir
 
 BUILTIN_AGENTS = ("oracle", "nop")
 SOLVE_SCRIPT = "/solution/solve.sh"
@@ -31,16 +31,22 @@ def _scored_by_verifier(run: AgentRun) -> float:
 VERIFIER = Judge(name="verifier", fn=_scored_by_verifier)
 
 
+def solve_command(task: TaskSpec) -> str:
+    """The bash call a scripted model replays: what the oracle runs, where it runs it. The
+    root supervisor has put the whole solution/ in /solution (sandbox/supervisor.py), so a
+    solve.sh that runs /solution/solve.py or reads a data file beside it finds them."""
+    # The oracle gets [solution].env from its environment; a replay, from its command.
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items())
+    workdir = shlex.quote(task_workdir(task.workdir))
+    return f"{exports}cd {workdir} && bash {SOLVE_SCRIPT}\n"
+
+
 def task_case(task: TaskSpec) -> Case:
     """The case the worker runs. The faux and simulated models replay the reference solution
-    as one bash call, which the control plane sends only for those models."""
+    as one bash call; the control plane sends the solution only for those models."""
     scripts = {}
-    solve = (task.solution or {}).get("solve.sh")
-    if solve is not None:
-        script = base64.b64decode(solve).decode(errors="replace")
-        # The oracle gets [solution].env from its environment; a replay, from its script.
-        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items())
-        scripts["solution"] = [bash(exports + script), text("Done.")]
+    if "solve.sh" in (task.solution or {}):
+        scripts["solution"] = [bash(solve_command(task)), text("Done.")]
     return Case(
         id=task.name, input=task.instruction, judges=[VERIFIER], tools=TASK_TOOLS, scripts=scripts
     )
@@ -55,8 +61,10 @@ def run_builtin(
     emit: Callable[[Event], None],
     artifact: Callable[[str, bytes], None],
 ) -> None:
-    """Run `oracle` or `nop` as the sandbox user. The solution's exit code is recorded, not
-    judged: the verifier decides, as Harbor's oracle does."""
+    """Run `oracle` or `nop` as the sandbox user. The oracle runs `bash /solution/solve.sh`
+    in the task's working directory, as Harbor's does, with the whole solution/ beside it.
+    The solution's exit code is recorded, not judged: the verifier decides, as Harbor's
+    oracle does."""
     if agent == "nop":
         emit(LifecycleEvent(step="builtin_agent", detail="nop: does nothing"))
         return

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from sandbox.protocol import TaskSpec
+from sandbox.protocol import TaskSpec, runs_solution
 from service.archives import (
     DEFAULT_MAX_FILES,
     DEFAULT_MAX_UNPACKED_BYTES,
@@ -160,10 +160,6 @@ def _encoded(files: Mapping[str, bytes]) -> dict[str, str]:
     return {name: base64.b64encode(data).decode() for name, data in files.items()}
 
 
-# Models that replay a case's "solution" script: for a task, its reference solution.
-SCRIPTED_PROVIDERS = frozenset({"faux", "simulated"})
-
-
 def task_spec(
     task: HarborTask,
     *,
@@ -173,9 +169,9 @@ def task_spec(
     egress: bool = False,
 ) -> TaskSpec:
     """What the worker gets of a task. The verifier's files go to the root supervisor only;
-    the reference solution goes only where it is the agent (the oracle) or the script a
-    scripted model replays, never to a real model's trial."""
-    with_solution = agent == "oracle" or (agent is None and provider in SCRIPTED_PROVIDERS)
+    the reference solution, the whole of solution/, goes only where it is the agent (the
+    oracle) or the script a scripted model replays, never to a real model's trial."""
+    with_solution = runs_solution(agent, provider)
     return TaskSpec(
         name=task.id,
         instruction=task.instruction,

@@ -1,5 +1,5 @@
 """Suites in Harbor's task format (Terminal-Bench 2 and Harbor's adapters): task.toml,
-instruction.md, environment/, tests/test.sh, solution/solve.sh per task.
+instruction.md, environment/, tests/test.sh, solution/ (solve.sh and its files) per task.
 
 The control plane's side only: the files are parsed and checked here, never run.
 """

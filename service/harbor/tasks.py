@@ -8,8 +8,9 @@ A Harbor suite is a directory of task directories, each of them:
     environment/       the Docker build context: Dockerfile and what it COPYs
     tests/test.sh      the verifier, run as root after the agent stops; writes
                        /logs/verifier/reward.txt or reward.json
-    solution/solve.sh  the reference solution (optional: without it the oracle agent has
-                       nothing to run, and `check-tasks` says so)
+    solution/          the reference solution: solve.sh and what it uses (optional: without
+                       solve.sh the oracle agent has nothing to run, and `check-tasks` says
+                       so); the oracle and the scripted models get all of it in /solution
 
 One task directory on its own is a suite of one. Each task is one case, its id the task
 directory's name. The tree comes as {relative posix path: bytes}: from an uploaded archive
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sandbox.protocol import MAX_LINE_BYTES
 from service.harbor.limits import TaskLimits, map_limits
 from service.harbor.task_config import TaskConfigError, parse_task_config
 from service.suites import SuiteError, case_id_problem
@@ -37,6 +39,18 @@ INSTRUCTION = "instruction.md"
 DOCKERFILE = "environment/Dockerfile"
 TEST_SCRIPT = "tests/test.sh"
 SOLVE_SCRIPT = "solve.sh"
+# tests/ and solution/ travel base64-encoded (4 bytes for 3) in the trial's one run-request
+# line (sandbox/protocol.py MAX_LINE_BYTES, 64 MiB): together at most 5/8 of it, so their
+# encoding takes 5/6 and the rest of the request keeps the last sixth. Each is then written
+# into a 64 MiB tmpfs (service/backends/docker/hardening.py TASK_DIRS), which this also fits.
+# A larger pair would fail in the sandbox, an unscored trial, instead of here, a refusal.
+MAX_CARRIED_BYTES = MAX_LINE_BYTES * 5 // 8
+# A name counts this many times its bytes in that line: the most JSON's escapes make of one.
+NAME_WEIGHT = 6
+# The longest file or directory name, and path, Linux takes (NAME_MAX, PATH_MAX), in bytes.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4095
+SOLUTION_DIR = "/solution/"
 # Harbor's docker environment starts these with compose, several containers per trial.
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 
@@ -111,6 +125,37 @@ def _subtree(files: Mapping[str, bytes], prefix: str) -> dict[str, bytes]:
     }
 
 
+def _carried_problems(tests: Mapping[str, bytes], solution: Mapping[str, bytes]) -> list[str]:
+    """What keeps tests/ and solution/ from reaching the container as they are: their size,
+    or a solution name or path Linux does not take. Either would fail in the sandbox, as the
+    box's fault (an unscored trial), where here it is the suite's, a refusal."""
+    problems = [
+        f"solution/{path}: the name {part[:40]!r}... is {len(part.encode())} bytes; a file "
+        f"system takes at most {MAX_NAME_BYTES}, so shorten it"
+        for path in solution
+        for part in path.split("/")
+        if len(part.encode()) > MAX_NAME_BYTES
+    ]
+    problems += [
+        f"solution/{path[:40]}...: the path is {len((SOLUTION_DIR + path).encode())} bytes in "
+        f"the container, past the {MAX_PATH_BYTES} Linux takes; nest it less deeply"
+        for path in solution
+        if len((SOLUTION_DIR + path).encode()) > MAX_PATH_BYTES
+    ]
+    size = sum(
+        len(data) + NAME_WEIGHT * len(path.encode())
+        for files in (tests, solution)
+        for path, data in files.items()
+    )
+    if size > MAX_CARRIED_BYTES:
+        problems.append(
+            f"tests/ and solution/ come to {size} bytes together (their files, and their names "
+            f"counted {NAME_WEIGHT} times); examhall carries at most {MAX_CARRIED_BYTES} of "
+            "them into a trial (in its run request), so make them smaller"
+        )
+    return problems
+
+
 def _load_one(task_id: str, files: Mapping[str, bytes]) -> HarborTask:
     """One task from its own tree (paths relative to the task directory)."""
 
@@ -149,14 +194,17 @@ def _load_one(task_id: str, files: Mapping[str, bytes]) -> HarborTask:
         else:
             if not instruction.strip():
                 problems.append(f"{INSTRUCTION} is empty; it is the agent's prompt")
+    tests = _subtree(files, "tests/")
+    solution = _subtree(files, "solution/")
+    problems.extend(_carried_problems(tests, solution))
     if problems:
         raise refuse(problems)
     return HarborTask(
         id=task_id,
         instruction=instruction,
         environment_files=environment,
-        tests=_subtree(files, "tests/"),
-        solution=_subtree(files, "solution/"),
+        tests=tests,
+        solution=solution,
         limits=limits,
         docker_image=docker_image,
         metadata=dict(config.metadata),

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.docker.conftest import Server
+from tests.docker.conftest import PROVIDER_KEY_ENV, Server
+from tests.provider_server import Answer, Received, openai_answer, provider_server
 
 pytestmark = pytest.mark.docker
 
@@ -356,6 +357,98 @@ def test_a_refused_upload_prints_each_problem_on_a_line(
     assert [p.split(":")[0] for p in problems] == ["  task one", "  task two"], done.stderr
     assert "\\n" not in done.stderr and "{'loc'" not in done.stderr
     assert server.http.get("/v1/jobs").json() == []
+
+
+# A solution of three files, as Harbor's tasks often have: solve.sh runs solve.py, which
+# reads a data file beside it and writes answer.txt in the working directory, /app.
+MULTI_FILE_SOLUTION = {
+    "solve.sh": b"#!/bin/bash\nset -euo pipefail\npython3 /solution/solve.py\n",
+    "solve.py": (
+        b"import pathlib\n"
+        b"parts = (pathlib.Path(__file__).parent / 'data' / 'parts.txt').read_text().split()\n"
+        b"pathlib.Path('answer.txt').write_text(str(sum(map(int, parts))) + '\\n')\n"
+    ),
+    "data/parts.txt": b"40\n2\n",
+}
+
+
+def multi_file_task() -> dict[str, bytes]:
+    files = {
+        "task.toml": CHECKED_TASK_TOML,
+        "instruction.md": b"Write 42 to /app/answer.txt.",
+        "environment/Dockerfile": PLAIN_ENV,
+        "tests/test.sh": CHECKS_ANSWER,
+        **{f"solution/{name}": data for name, data in MULTI_FILE_SOLUTION.items()},
+    }
+    return {f"two-files/{path}": data for path, data in files.items()}
+
+
+def test_a_solution_of_several_files_passes_with_the_oracle_and_the_scripted_model(
+    start_server: Callable[..., Server],
+) -> None:
+    server = start_server()
+    suite = upload(server, multi_file_task(), "multi_file_solution")
+    created = server.submit(
+        suite=suite,
+        variants={
+            "nop": {"agent": "nop"},
+            "oracle": {"agent": "oracle"},
+            "coin": {"model": {"provider": "simulated", "id": "coin?p=1"}},
+        },
+        baseline="nop",
+    )
+    job = server.wait(created["id"], timeout=BUILD_TIMEOUT_S)
+    assert job["error"] is None, job["error"]
+    trials = {t["variant"]: t for t in server.http.get(f"/v1/jobs/{created['id']}/trials").json()}
+    assert trials["oracle"]["outcome"] == "passed", trials["oracle"]
+    assert trials["coin"]["outcome"] == "passed", trials["coin"]
+    assert trials["nop"]["outcome"] == "failed", trials["nop"]
+    # The scripted model ran what the oracle runs, as its own bash call.
+    events = server.http.get(f"/v1/trials/{trials['coin']['id']}/events").json()
+    calls = [e["payload"] for e in events if e["type"] == "tool_call"]
+    assert [c["arguments"]["command"] for c in calls] == ["cd /app && bash /solution/solve.sh\n"], (
+        calls
+    )
+
+
+def test_a_real_models_agent_finds_no_solution(
+    start_server: Callable[..., Server],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    canary: str,
+) -> None:
+    """A model behind the relay (a provider on loopback) looks for the solution the oracle
+    and the scripted models get; its trial is scored by the verifier like any other."""
+    look = (
+        'echo "entries: $(ls -A /solution | wc -l)"; cat /solution/solve.sh; '
+        "echo \"found: $(find / -name parts.txt -not -path '/proc/*' 2>/dev/null)end\""
+    )
+
+    def respond(request: Received) -> Answer:
+        if any(m.get("role") == "tool" for m in request.body["messages"]):
+            return openai_answer(text="Nothing to copy.")
+        return openai_answer(tool=("bash", {"command": look}))
+
+    with provider_server(respond) as fake:
+        providers = tmp_path / "providers.toml"
+        providers.write_text(
+            f'[providers.fakeai]\nkind = "openai"\nbase_url = "{fake.url}/v1"\n'
+            f'key_env = "{PROVIDER_KEY_ENV}"\n'
+        )
+        monkeypatch.setenv("EXAMHALL_PROVIDERS", str(providers))
+        server = start_server()
+        suite = upload(server, multi_file_task(), "multi_file_solution")
+        created = server.submit(suite=suite, model={"provider": "fakeai", "id": "gpt-test"})
+        job = server.wait(created["id"], timeout=BUILD_TIMEOUT_S)
+    assert job["error"] is None, job["error"]
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    events = server.http.get(f"/v1/trials/{trial['id']}/events").json()
+    (output,) = [e["payload"]["content"] for e in events if e["type"] == "tool_result"]
+    assert "entries: 0\n" in output, output
+    assert "/solution/solve.sh: No such file or directory" in output, output
+    assert "found: end" in output, output  # nor is any of it anywhere else
+    # Scored: the verifier ran and found no answer.
+    assert trial["outcome"] == "failed" and trial["error_kind"] is None, trial
 
 
 def test_a_python_suite_runs_its_cases_in_the_environment_it_declares(

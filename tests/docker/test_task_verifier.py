@@ -67,12 +67,14 @@ def run_task(
     agent: str | None = None,
     model: str = "simulated/coin?p=1",
     verifier_timeout_s: float = 30.0,
+    beside: dict[str, str] | None = None,
 ) -> TrialRecord:
+    """One task trial; `beside` holds more files of solution/ than solve.sh."""
     task = TaskSpec(
         name="answer",
         instruction="Write 42 to answer.txt.",
         tests=_files(**{"test.sh": test}),
-        solution=_files(**{"solve.sh": solve}) if solve is not None else None,
+        solution=_files(**{"solve.sh": solve}, **(beside or {})) if solve is not None else None,
         verifier_timeout_s=verifier_timeout_s,
         workdir="/workspace",
         agent=agent,
@@ -103,6 +105,21 @@ def test_the_oracle_passes_and_nop_fails(backend: DockerBackend, task_image: str
     assert nop.result.score == 0.0
 
 
+def test_solve_sh_runs_the_rest_of_the_solution_for_the_oracle_and_a_replay(
+    backend: DockerBackend, task_image: str
+) -> None:
+    # As Harbor's oracle has it: solution/ whole in /solution, solve.sh run in the workdir.
+    solve = "bash /solution/tools/helper.sh > answer.txt\n"
+    beside = {"tools/helper.sh": 'cat "$(dirname "$0")/../answer.data"\n', "answer.data": "42"}
+    for agent in ("oracle", None):
+        record = run_task(
+            backend, task_image, test=ANSWER_TEST, solve=solve, agent=agent, beside=beside
+        )
+        assert record.result.outcome == "passed", (agent, record.result)
+    nop = run_task(backend, task_image, test=ANSWER_TEST, solve=solve, agent="nop", beside=beside)
+    assert nop.result.outcome == "failed", nop.result
+
+
 def test_reward_json_is_read_before_reward_txt(backend: DockerBackend, task_image: str) -> None:
     test = (
         "echo 0 > /logs/verifier/reward.txt\n"
@@ -113,21 +130,25 @@ def test_reward_json_is_read_before_reward_txt(backend: DockerBackend, task_imag
     assert "style=0.5" in record.result.judges[0].detail
 
 
-def test_the_agent_sees_neither_tests_nor_solution_and_cannot_plant_a_reward(
+def test_the_agent_sees_no_tests_and_cannot_plant_a_reward_nor_change_the_solution(
     backend: DockerBackend, task_image: str
 ) -> None:
-    # The simulated model replays the solution as the agent's own bash call: a probe.
+    # The simulated model replays the solution (`bash /solution/solve.sh`) as the agent's own
+    # bash call: a probe. A scripted model's agent has solution/ in /solution, as the oracle
+    # does (tests/docker/test_task_suites.py: a real model's has not), but only to read.
     probe = (
         "echo tests: $(ls -A /tests) solution: $(ls -A /solution) end\n"
         "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt || echo planting refused\n"
+        "echo x >> /solution/solve.sh || echo solution read-only\n"
         "cat data.txt; id -u\n"
     )
     test = "cp /workspace/data.txt /logs/verifier/seen.txt && echo 0 > /logs/verifier/reward.txt\n"
     record = run_task(backend, task_image, test=test, solve=probe)
     shown = [e.content for e in record.events if e.type == "tool_result"]
     assert shown, record.result
-    assert "tests: solution: end" in shown[0], shown[0]
+    assert "tests: solution: solve.sh end" in shown[0], shown[0]
     assert "planting refused" in shown[0] and "hello" in shown[0], shown[0]
+    assert "solution read-only" in shown[0], shown[0]
     assert "\n0\n" not in shown[0]  # the agent is not root
     assert record.result.outcome == "failed", record.result  # the verifier's 0 stands
 

@@ -20,6 +20,7 @@ from service.harbor import (
     read_tree,
 )
 from service.harbor.limits import MAX_CPUS, MAX_MEMORY_BYTES, MAX_STORAGE_BYTES
+from service.harbor.tasks import MAX_CARRIED_BYTES, MAX_NAME_BYTES
 from service.suites import SuiteError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,6 +238,44 @@ def test_docker_image_makes_the_dockerfile_optional() -> None:
 def test_the_solution_is_optional() -> None:
     (task,) = load_tasks(tree(changes={"solution/solve.sh": None}))
     assert not task.has_solution and task.solution == {}
+
+
+def test_the_whole_solution_directory_is_kept() -> None:
+    files = {"solution/solve.py": b"print(1)\n", "solution/data/input.csv": b"a,b\n"}
+    (task,) = load_tasks(tree(changes=files))
+    assert task.solution == {
+        "data/input.csv": b"a,b\n",
+        "solve.py": b"print(1)\n",
+        "solve.sh": b"#!/bin/bash\ntrue\n",
+    }
+
+
+def test_a_solution_name_no_file_system_takes_is_refused() -> None:
+    long = "x" * (MAX_NAME_BYTES + 1)
+    message = refusal(tree(changes={f"solution/{long}/a.txt": b"1"}))
+    assert f"task t1: solution/{long}/a.txt: the name" in message
+    assert f"is {MAX_NAME_BYTES + 1} bytes; a file system takes at most 255" in message
+    assert load_tasks(tree(changes={f"solution/{'x' * MAX_NAME_BYTES}": b"1"}))
+
+
+def test_a_solution_path_linux_cannot_open_is_refused() -> None:
+    deep = "/".join(["d" * 200] * 21) + "/a.txt"
+    message = refusal(tree(changes={f"solution/{deep}": b"1"}))
+    assert f"task t1: solution/{deep[:40]}...: the path is 4236 bytes" in message
+    assert "past the 4095 Linux takes; nest it less deeply" in message
+
+
+def test_tests_and_solution_past_what_a_trial_carries_are_refused() -> None:
+    # What the tree() files and these two names add, counted as the check counts them.
+    names = 6 * sum(len(n) for n in ("test.sh", "solve.sh", "data.bin", "data.bin"))
+    small = len(b"#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n#!/bin/bash\ntrue\n")
+    room = MAX_CARRIED_BYTES - names - small
+    fits = {"tests/data.bin": b"x" * (room // 2), "solution/data.bin": b"x" * (room - room // 2)}
+    assert load_tasks(tree(changes=fits))
+    past = {**fits, "solution/data.bin": fits["solution/data.bin"] + b"x"}
+    message = refusal(tree(changes=past))
+    assert f"task t1: tests/ and solution/ come to {MAX_CARRIED_BYTES + 1} bytes" in message
+    assert f"examhall carries at most {MAX_CARRIED_BYTES} of them into a trial" in message
 
 
 def test_an_empty_or_non_utf8_instruction_is_refused() -> None:

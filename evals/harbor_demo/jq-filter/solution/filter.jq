@@ -1,0 +1,2 @@
+# The MIT-licensed packages' names, largest first.
+[.[] | select(.license == "MIT")] | sort_by(-.size_kb) | map(.name)
