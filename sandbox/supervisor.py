@@ -141,7 +141,8 @@ def _for_front(line: bytes, front: EgressFront) -> bool:
     except (ValueError, RecursionError):
         return False  # the child's to refuse
     if isinstance(message, dict) and message.get("type") in FOR_FRONT:
-        front.on_message(message)
+        with contextlib.suppress(Exception):  # a connection's fault, never the pump's
+            front.on_message(message)
         return True
     return False
 
@@ -253,6 +254,10 @@ class _Supervision:
                 # the channel directly (a suite's) gets here.
                 raise _Overflow("The worker sent more events than the trial's caps allow.")
             self.events.append(message.get("event"))
+        elif isinstance(kind, str) and kind.startswith("egress_"):
+            # Only the supervisor's own front opens connections (sandbox/egress.py); the
+            # child's process holds suite code, which must not speak for it.
+            raise _Overflow("The worker sent an egress message, which only the supervisor may.")
         elif kind == "cases":
             self.reported = True
         elif kind == "result":

@@ -112,7 +112,12 @@ def converse(
             return
         if isinstance(message, EgressOpenMessage | EgressDataMessage | EgressCloseMessage):
             if gate is not None:
-                gate.handle(message)
+                try:
+                    gate.handle(message)
+                except Exception:
+                    # Whatever the agent sent, its connection fails, never the channel: a
+                    # reader that died here would leave the trial without its result.
+                    log.exception("sandbox %s: an egress message failed", sandbox.id)
             elif isinstance(message, EgressOpenMessage):
                 send(EgressOpenedMessage(message.id, error="this trial's policy is offline"))
             return

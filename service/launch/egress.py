@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import logging
 import socket
 import threading
 from collections.abc import Callable, Mapping
@@ -33,6 +34,8 @@ from sandbox.egress import (
 )
 from service.domain.egress import NAME, EgressPolicy
 from service.domain.job_spec import OFFLINE
+
+log = logging.getLogger(__name__)
 
 CONNECT_S = 30.0
 SEND_S = 30.0  # an upstream that takes no bytes for this long is closed
@@ -129,6 +132,13 @@ class EgressGate:
     # -- internals
 
     def _connect(self, message: EgressOpenMessage) -> None:
+        try:
+            self._open_and_pump(message)
+        except Exception:
+            log.exception("egress connection %s to %s failed", message.id, message.host[:80])
+            self._close(message.id, tell=True)
+
+    def _open_and_pump(self, message: EgressOpenMessage) -> None:
         with self._lock:
             self.opened += 1
             over = self.opened > MAX_CONNECTIONS or self.exceeded is not None

@@ -196,3 +196,23 @@ def test_suite_code_forging_events_past_the_caps_is_stopped_by_the_supervisor(
     assert (result.error_kind, result.failed_step) == ("sandbox_error", "load_bundle"), result
     assert (result.error_message or "").startswith("The worker sent more events than")
     assert sum(getattr(e, "step", "") == "forged" for e in record.events) == 40 + 16
+
+
+def test_suite_code_that_speaks_egress_on_the_channel_ends_the_worker(
+    trial: Callable[..., TrialRecord],
+) -> None:
+    """Only the supervisor's proxy front opens connections (sandbox/egress.py): suite code
+    that writes an egress_open to the channel is ended before the control plane sees it."""
+    prelude = (
+        "import json, os\n"
+        "line = json.dumps({'type': 'egress_open', 'id': 1, 'host': 'example.org',"
+        " 'port': 443, 'phase': 'agent'}).encode() + b'\\n'\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, line)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    result = trial(_suite(prelude=prelude), "c", "faux/solution").result
+    assert (result.error_kind, result.failed_step) == ("sandbox_error", "load_bundle"), result
+    assert (result.error_message or "").startswith("The worker sent an egress message")
