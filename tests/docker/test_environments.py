@@ -360,9 +360,14 @@ def test_agents_install_above_an_environment_without_python(
     assert not any(line.startswith("Step ") for line in again)
 
     llm = ensure_agent_layer(envs, env, AgentEnvironment(catalogue="llm"), Lines())
-    assert run(docker_client, llm.ref, "/bin/sh", "-c", "command -v examhall-llm-agent") == (
-        "/usr/local/bin/examhall-llm-agent\n"
+    # On the agent's PATH (AGENT_BIN first), and on no other: not the verifier's.
+    script = (
+        f"PATH={AGENT_BIN}:/usr/bin:/bin; command -v examhall-llm-agent; "
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; "
+        "command -v examhall-llm-agent || echo not on the standard PATH"
     )
+    said = run(docker_client, llm.ref, "/bin/sh", "-c", script)
+    assert said == f"{AGENT_BIN}/examhall-llm-agent\nnot on the standard PATH\n", said
 
 
 # The pip agents below come from a directory of wheels made here (pip's --find-links, no
