@@ -141,6 +141,9 @@ _NETWORK_HOSTS = [
         r"|Name or service not known)",
     )
 ]
+_REFUSED = re.compile(
+    r"^(?:agent|verifier) (?P<host>\S+?):\d+ refused: (?P<why>.*), \d+ bytes out, \d+ in$"
+)
 _NETWORK = re.compile(
     r"Temporary failure in name resolution|Name or service not known|Could not resolve host"
     r"|Temporary failure resolving|Network is unreachable|Failed to establish a new connection"
@@ -195,18 +198,41 @@ def _unscored(trial: TrialRow) -> bool:
     return trial.outcome == "error" and trial.error_kind not in COUNTED_AS_FAILED
 
 
+def egress_refusals(events: list[str]) -> list[tuple[str, str]]:
+    """(host, why) of each connection the trial's egress policy refused, from its `egress`
+    events (sandbox/egress.py writes them: `PHASE HOST:PORT refused: WHY, N bytes out, M in`)."""
+    found = []
+    for event in events:
+        if matched := _REFUSED.match(event):
+            found.append((matched["host"], matched["why"]))
+    return found
+
+
+def _named(hosts: list[str]) -> str:
+    return f" ({'host' if len(hosts) == 1 else 'hosts'} {', '.join(hosts[:3])})"
+
+
 def _failed_oracle(oracle: TrialRow, logs: TrialLogs) -> tuple[str, list[str]]:
     """Why the reference solution did not pass, and the lines that show it."""
     both = f"{logs.solution}\n{logs.verifier}\n{oracle.error_message or ''}"
     exits = [e for e in logs.events if e.startswith("solve.sh exited")]
+    if refusals := egress_refusals(logs.events):
+        # The policy said no, by name: more certain than any log's wording.
+        refused = list(dict.fromkeys(host for host, _ in refusals))
+        return (
+            "needs network" + _named(refused),
+            [*exits, *(f"refused {host}: {why}" for host, why in refusals[:5]),
+             "run it under an egress policy that names the host (the job's egress, "
+             "EXAMHALL_EGRESS_POLICIES), or ship what the task needs in its environment/"],
+        )  # fmt: skip
     hosts = network_hosts(both)
     if hosts is not None:
         lines = [line.strip() for line in both.splitlines() if _NETWORK.search(line)]
-        named = f" ({'host' if len(hosts) == 1 else 'hosts'} {', '.join(hosts[:3])})"
         return (
-            "needs network" + (named if hosts else ""),
-            [*exits, *_tail(lines, 5), "examhall's sandboxes have no network; ship what the "
-             "task needs in its environment/Dockerfile"],
+            "needs network" + (_named(hosts) if hosts else ""),
+            [*exits, *_tail(lines, 5), "the job ran offline; run it under an egress policy "
+             "that names the host (the job's egress, EXAMHALL_EGRESS_POLICIES), or ship what "
+             "the task needs in its environment/Dockerfile"],
         )  # fmt: skip
     refused = root_refusals(logs.solution)
     if refused:

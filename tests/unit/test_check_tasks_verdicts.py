@@ -308,3 +308,22 @@ def test_cases_and_exclude_name_tasks_that_exist() -> None:
         selection(known, ["a"], ["a"])
     with pytest.raises(CheckError, match="--exclude needs the suite's task list"):
         selection(None, [], ["a"])
+
+
+def test_a_host_the_egress_policy_refused_is_named_from_the_trials_events() -> None:
+    # The egress event the supervisor writes (sandbox/egress.py), as a trial under a policy
+    # that does not name files.pythonhosted.org records it.
+    refused = (
+        "verifier files.pythonhosted.org:443 refused: files.pythonhosted.org is not among the "
+        "hosts this trial may reach (egress policy mirrors), 0 bytes out, 0 in"
+    )
+    allowed = "verifier pypi.org:443 allowed, 1200 bytes out, 5300 in"
+    logs = TrialLogs(
+        verifier="ERROR: Could not install packages due to an OSError: Tunnel connection "
+        "failed: 403 Forbidden\n",
+        events=[*events(0), allowed, refused],
+    )
+    kind, cause, detail = judged("needs-files", trial("needs-files", "oracle", 1), logs)
+    assert (kind, cause) == ("broken", "needs network (host files.pythonhosted.org)")
+    assert "refused files.pythonhosted.org: files.pythonhosted.org is not among" in detail
+    assert any(line.startswith("run it under an egress policy") for line in detail.splitlines())
