@@ -11,10 +11,13 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from service.domain.egress import POLICY_NAME
+from service.domain.job_spec import OFFLINE
 from service.store import teams as stored
 from service.store.models import Team
 
@@ -39,7 +42,19 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_team(session: Session, name: str, max_containers: int | None = None) -> Team:
+def create_team(
+    session: Session,
+    name: str,
+    max_containers: int | None = None,
+    egress: Sequence[str] | None = None,
+) -> Team:
+    """A new team; `egress` lists the egress policies its jobs may name (None: every one)."""
+    for policy in egress or ():
+        if not POLICY_NAME.match(policy):
+            raise TeamError(
+                f"Egress policy name {policy!r} is not one: policies are named in lower-case "
+                "letters, digits, '-' and '_' (EXAMHALL_EGRESS_POLICIES)."
+            )
     if not _NAME.fullmatch(name):
         raise TeamError(
             f"Team name {name!r} is not allowed: use 1-63 lowercase letters, digits, '-' or '_', "
@@ -49,7 +64,22 @@ def create_team(session: Session, name: str, max_containers: int | None = None) 
         raise TeamError(f"max_containers must be at least 1, not {max_containers}.")
     if stored.team_by_name(session, name) is not None:
         raise TeamError(f"Team {name!r} already exists.")
-    return stored.add_team(session, name, max_containers)
+    return stored.add_team(session, name, max_containers, egress)
+
+
+def egress_allowed(team: Team | None, policy: str) -> str | None:
+    """None when `team` (None: an admin) may name egress `policy`; else why not."""
+    if team is None or team.egress is None or policy == OFFLINE:
+        return None
+    allowed = [name for name in team.egress.split(",") if name]
+    if policy in allowed:
+        return None
+    named = ", ".join(allowed) or "none"
+    return (
+        f"Team {team.name} may not use egress policy {policy!r}; it may use {named} (and "
+        "offline). An operator gives a team a policy with `examhall admin create-team "
+        "--egress`."
+    )
 
 
 def find_team(session: Session, name: str) -> Team:

@@ -25,8 +25,15 @@ def _sessions(args: argparse.Namespace) -> sessionmaker[Session]:
 
 def cmd_create_team(args: argparse.Namespace) -> int:
     with _sessions(args).begin() as session:
-        team = create_team(session, args.name, args.max_containers)
+        egress = (
+            None
+            if args.egress is None
+            else [p.strip() for p in args.egress.split(",") if p.strip()]
+        )
+        team = create_team(session, args.name, args.max_containers, egress)
         cap = f", at most {team.max_containers} containers" if team.max_containers else ""
+        if team.egress is not None:
+            cap += f", egress policies {team.egress or 'none'} (and offline)"
     print(f"Created team {args.name}{cap}.")
     print(f"Give it a token: examhall admin create-token {args.name}", file=sys.stderr)
     return 0
@@ -47,10 +54,14 @@ def cmd_teams(args: argparse.Namespace) -> int:
     with _sessions(args)() as session:
         jobs = stored.jobs_per_team(session)
         tokens = stored.live_tokens_per_team(session)
-        print(f"{'team':24} {'max containers':>14} {'tokens':>6} {'jobs':>6}")
+        print(f"{'team':24} {'max containers':>14} {'tokens':>6} {'jobs':>6}  egress")
         for team in stored.teams_by_name(session):
             cap = str(team.max_containers) if team.max_containers else "-"
-            print(f"{team.name:24} {cap:>14} {tokens.get(team.id, 0):>6} {jobs.get(team.id, 0):>6}")
+            egress = "every policy" if team.egress is None else team.egress or "offline only"
+            print(
+                f"{team.name:24} {cap:>14} {tokens.get(team.id, 0):>6} "
+                f"{jobs.get(team.id, 0):>6}  {egress}"
+            )
     return 0
 
 
@@ -92,6 +103,11 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     team.add_argument("name")
     team.add_argument(
         "--max-containers", type=int, help="cap on this team's containers running at once"
+    )
+    team.add_argument(
+        "--egress",
+        help="comma-separated egress policies its jobs may name (EXAMHALL_EGRESS_POLICIES); "
+        "default every one, '' none but offline",
     )
     team.set_defaults(func=_run(cmd_create_team))
 

@@ -77,6 +77,8 @@ class Team(Base):
     # Containers this team's trials may hold at once, on top of the box's own limit.
     max_containers: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    # The egress policies its jobs may name, comma-separated; None: every policy of the box.
+    egress: Mapped[str | None] = mapped_column(Text)
 
 
 class Token(Base):

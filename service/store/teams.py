@@ -21,12 +21,15 @@ def team_by_name(session: Session, name: str) -> Team | None:
     return session.scalar(select(Team).where(Team.name == name))
 
 
-def add_team(session: Session, name: str, max_containers: int | None) -> Team:
+def add_team(
+    session: Session, name: str, max_containers: int | None, egress: Sequence[str] | None = None
+) -> Team:
     team = Team(
         id=f"team-{uuid.uuid4().hex[:12]}",
         name=name,
         max_containers=max_containers,
         created_at=now(),
+        egress=",".join(egress) if egress is not None else None,
     )
     session.add(team)
     session.flush()

@@ -37,14 +37,16 @@ class Server:
     stop: Callable[[], None]
     token: str  # the box's admin token
 
-    def team_token(self, team: str, max_containers: int | None = None) -> str:
+    def team_token(
+        self, team: str, max_containers: int | None = None, egress: list[str] | None = None
+    ) -> str:
         """A token of `team`, created (with its cap) on first use, as `examhall admin` does."""
         engine = make_engine(self.database_url)
         try:
             with session_factory(engine).begin() as session:
                 found = session.scalar(select(Team).where(Team.name == team))
                 if found is None:
-                    found = create_team(session, team, max_containers)
+                    found = create_team(session, team, max_containers, egress)
                 return create_token(session, found)
         finally:
             engine.dispose()

@@ -23,7 +23,7 @@ from service.launch.egress import TrialEgress
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, TrialRecord, run_trial
 from tests.docker.conftest import Server
-from tests.docker.test_task_suites import upload
+from tests.docker.test_task_suites import tar_of, upload
 from tests.docker.test_task_verifier import task_image
 
 pytestmark = pytest.mark.docker
@@ -268,6 +268,18 @@ def test_a_job_picks_a_policy_and_its_report_says_what_each_task_ran_under(
     refused = server.http.post("/v1/jobs", json={"suite": suite, "variants": oracle, "egress": "x"})
     assert refused.status_code == 422, refused.text
     assert "no egress policy 'x'; it has local, offline" in refused.text
+    # A team the operator gave no policy but offline may not name one.
+    team = server.as_team(server.team_token(f"offline-{uuid.uuid4().hex[:6]}", egress=[]))
+    own = team.post(
+        "/v1/suites?name=egress",
+        content=tar_of(files),
+        headers={"Content-Type": "application/gzip"},
+    ).json()["id"]
+    body = {"suite": own, "variants": oracle, "egress": "local"}
+    kept_out = team.post("/v1/jobs", json=body)
+    team.close()
+    assert kept_out.status_code == 422, kept_out.text
+    assert "may not use egress policy 'local'; it may use none (and offline)" in kept_out.text
 
     online = server.wait(server.submit(suite=suite, variants=oracle, egress="local")["id"])
     offline = server.wait(server.submit(suite=suite, variants=oracle)["id"])

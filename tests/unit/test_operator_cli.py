@@ -163,6 +163,21 @@ def test_admin_without_a_database_url_creates_no_store_unless_asked(tmp_path: Pa
     assert listed.returncode == 0 and "red" in listed.stdout, listed.stderr
 
 
+def test_a_teams_egress_policies_are_set_at_creation_and_listed(tmp_path: Path) -> None:
+    made = examhall("admin", "create-team", "red", "--create", "--egress", "mirrors", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "egress policies mirrors (and offline)" in made.stdout
+    assert examhall("admin", "create-team", "blue", "--egress", "", cwd=tmp_path).returncode == 0
+    assert examhall("admin", "create-team", "green", cwd=tmp_path).returncode == 0
+    bad = examhall("admin", "create-team", "grey", "--egress", "Mirrors!", cwd=tmp_path)
+    refused(bad, "Egress policy name 'Mirrors!' is not one")
+    rows = {
+        line.split()[0]: line.split(None, 4)[-1]
+        for line in examhall("admin", "teams", cwd=tmp_path).stdout.splitlines()[1:]
+    }
+    assert rows == {"blue": "offline only", "green": "every policy", "red": "mirrors"}, rows
+
+
 def test_admin_does_not_create_a_store_at_a_mistyped_url_either(tmp_path: Path) -> None:
     typo = tmp_path / "exmahall.db"
     done = examhall(

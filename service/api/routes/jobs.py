@@ -35,8 +35,10 @@ from service.domain.status import JobStatus
 from service.environments import EnvironmentProblem
 from service.listing import ListingBusy
 from service.store.jobs import StoredSuite, create_job
+from service.store.teams import team_by_id
 from service.suites import SuiteError
 from service.task_suites import is_task_suite_ref
+from service.teams import egress_allowed
 
 router = APIRouter()
 
@@ -122,6 +124,23 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
     return created
 
 
+def check_egress(c: Context, caller: Caller, policy: str) -> None:
+    """The job's egress policy is one of the box's, and one its team may use."""
+    policies = config.egress_policies()
+    if policy not in policies:
+        raise JobInputError(
+            ("body", "egress"),
+            f"This box has no egress policy {policy!r}; it has {', '.join(sorted(policies))} "
+            "(EXAMHALL_EGRESS_POLICIES).",
+        )
+    if caller.team_id is None:
+        return
+    with c.sessions() as session:
+        why = egress_allowed(team_by_id(session, caller.team_id), policy)
+    if why is not None:
+        raise JobInputError(("body", "egress"), why)
+
+
 def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
     """A task suite's job: its tasks are read from task.toml files (no sandbox needed), and
     the job waits in `building` while the preparer builds its environments."""
@@ -141,13 +160,7 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
     except SuiteError as exc:
         raise JobInputError(("body", "suite"), str(exc)) from None
     cases = select_cases(body, list(suite.tasks), suite.name, suite.refused)
-    policies = config.egress_policies()
-    if body.egress not in policies:
-        raise JobInputError(
-            ("body", "egress"),
-            f"This box has no egress policy {body.egress!r}; it has {', '.join(sorted(policies))} "
-            "(EXAMHALL_EGRESS_POLICIES).",
-        )
+    check_egress(c, caller, body.egress)
     design = resolve_design(body, cases)
     wanted = {case: suite.task(case).limits.wanted_network for case in cases}
     design = dataclasses.replace(
