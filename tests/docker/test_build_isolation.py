@@ -24,7 +24,7 @@ import docker
 import docker.errors
 import pytest
 
-from service.backends.docker.build_pen import PEN_LABEL, pens_possible
+from service.backends.docker.build_pen import PEN_LABEL, build_pen, pens_possible
 from service.backends.docker.capped import (
     CAPPED_LABEL,
     OWNER_LABEL,
@@ -369,7 +369,14 @@ def test_a_builds_run_steps_share_its_pids_cap(
     # The same steps under the default cap build: the cap, not the step, stopped it.
     built = builder.build(source("forks-allowed", text), lambda _: None)
     assert docker_client.images.get(built.ref).id == built.digest
-    assert docker_client.containers.list(all=True, filters={"label": PEN_LABEL}) == []
+    # A pen holds the build's cgroup while it runs, and is gone with the build.
+    with build_pen(docker_client, DEBIAN, pids=8, memory=2**26, cpu_shares=2, owner=None) as pen:
+        assert pen.parent is not None and pen.container is not None
+        assert pen.parent.endswith(pen.container)
+        found = docker_client.containers.get(pen.container)
+        assert found.labels.get(PEN_LABEL) == "1" and found.status == "running"
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(pen.container)
 
 
 def test_a_build_that_writes_past_its_disk_cap_is_stopped_and_leaves_nothing(

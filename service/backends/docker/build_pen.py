@@ -37,6 +37,7 @@ _STARTUP_S = 10.0
 class Pen:
     parent: str | None  # the cgroup to give the build as its parent; None: no pen here
     why_none: str = ""
+    container: str | None = None  # the pen's container, removed as the build ends
 
 
 def pens_possible(client: docker.DockerClient) -> str | None:
@@ -88,7 +89,7 @@ def build_pen(
     )
     try:
         container.start()
-        yield Pen(_cgroup(container))
+        yield Pen(_cgroup(container), container=str(container.id))
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
