@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, Field
 
 from sandbox.protocol import ErrorKind
+from service.domain.builds import TaskBuild
 from service.domain.status import JobStatus, Outcome, TrialStatus
 
 
@@ -55,6 +56,9 @@ class JobView(BaseModel):
     finished_at: Timestamp | None
     # Why the job ended without running (a task environment that did not build), or null.
     error: str | None = None
+    # Each task's environment build (task id -> its build), once the job's builds began;
+    # null for a job with none.
+    builds: dict[str, TaskBuild] | None = None
 
 
 class TrialView(BaseModel):

@@ -7,6 +7,10 @@ only the trials changed since the last version seen, so a poll costs the store w
 proportion to what changed, not to the size of the job. Events:
 
 - `trial`: a trial started or finished (id, case, variant, round, attempt, status, outcome);
+- `build`: while the job is `building`, a task's environment build whenever its state
+  changes (the task, its place in the job, waiting / building at a step / cached / built /
+  failed at a step, and the seconds it took so far), as the preparer of whichever plane
+  builds it wrote it on the job's row (service/scheduler/build_progress.py);
 - `counts`: the job's status and counts, whenever they change;
 - `report`: each variant's pass rates and each comparison's lift, when a trial finishes
   (at most every REPORT_EVERY_S, since a report reads every trial);
@@ -84,6 +88,7 @@ class JobWatch:
         # The job's version (`JobCounts.version`) this watch has read the trials up to.
         self.version = -1
         self.status: str | None = None
+        self.builds: dict[str, Any] = {}
 
     def poll(self) -> tuple[list[str], bool]:
         """The events to send now, and whether the job is over."""
@@ -95,10 +100,14 @@ class JobWatch:
             job = find_job(session, self.job_id)
             if job is None:  # deleted under us; nothing more will come
                 return [sse("end", {"status": "gone"})], True
+            for case, build in (job.builds or {}).items():
+                if self.builds.get(case) != build:
+                    self.builds[case] = build
+                    out.append(sse("build", {"case": case, **build}))
             moved = version is None or version != self.version or job.status != self.status
             report_due = self.counts is not None and self.counts["finished"] != self.finished
             if not moved and not report_due:
-                return out, False  # nothing changed: the marker and the job's row, read
+                return out, False  # no trial changed: the marker and the job's row, read
             for row in started_trials(session, self.job_id, self.version) if moved else ():
                 if self.trials.get(row.id) != row.status:
                     self.trials[row.id] = row.status

@@ -36,6 +36,7 @@ def job_view(session: Session, job: Job) -> JobView:
         created_at=job.created_at,
         finished_at=job.finished_at,
         error=job.error,
+        builds=job.builds,
     )
 
 

@@ -14,6 +14,7 @@ import httpx
 
 from service import config
 from service.archives import pack_directory
+from service.domain.builds import ENDED
 from service.domain.status import JobStatus
 from service.settings import get_settings
 
@@ -190,15 +191,31 @@ class Client:
 
     def wait(self, job_id: str, *, out: TextIO = sys.stderr) -> dict[str, Any]:
         """Follow the job's stream to its end, drawing a progress bar; return the job."""
-        last = ""
+        last = ""  # the last counts line
+        width = 0  # how much of a terminal's line the last redrawn line took
+        told: dict[str, tuple[str, str | None]] = {}
         for event, data in self.stream(job_id):
-            if event != "counts":
-                continue
-            line = progress_line(data)
-            if line != last:
-                print(line, end="\r" if out.isatty() else "\n", file=out, flush=True)
+            if event == "build":
+                # A terminal redraws a running build's line each second; a log gets a line
+                # per step and per end, not one a second.
+                seen = (data["state"], data.get("step"))
+                if seen == told.get(data["case"]) and not out.isatty():
+                    continue
+                told[data["case"]] = seen
+                line, done = build_line(data), data["state"] in ENDED
+            elif event == "counts":
+                line, done = progress_line(data), False
+                if line == last:
+                    continue
                 last = line
-        if out.isatty() and last:
+            else:
+                continue
+            if out.isatty():
+                print(f"{line:<{width}}", end="\n" if done else "\r", file=out, flush=True)
+                width = 0 if done else len(line)
+            else:
+                print(line, file=out, flush=True)
+        if out.isatty() and width:
             print(file=out)
         return self.job(job_id)
 
@@ -214,3 +231,25 @@ def progress_line(counts: dict[str, Any], width: int = 30) -> str:
         f"[{bar}] {done}/{planned} trials  running {counts['running']}  "
         f"passed {counts['passed']}  failed {counts['failed']}  error {counts['error']}{status}"
     )
+
+
+# A terminal line's worth of a build's step.
+STEP_SHOWN = 60
+
+
+def build_line(build: dict[str, Any]) -> str:
+    """One task's build, as the stream's `build` event tells it (service/domain/builds.py):
+    "building 3/12: jq-filter Step 4/9 : RUN apt-get ... 42 s", "cached 1/12: ..."."""
+    where = f"{build['index']}/{build['of']}: {build['case']}"
+    state = build["state"]
+    if state == "building":
+        step = build.get("step") or "starting"
+        if len(step) > STEP_SHOWN:
+            step = step[: STEP_SHOWN - 3] + "..."
+        return f"building {where} {step} {build['elapsed_s']} s"
+    if state == "built":
+        return f"built {where} in {build['elapsed_s']} s"
+    if state == "failed":
+        step = build.get("failed_step")
+        return f"failed {where}{f' at {step}' if step else ''} after {build['elapsed_s']} s"
+    return f"{state} {where}"

@@ -54,6 +54,9 @@ from service.settings import Settings, env_name, get_settings
 
 ENV_REPO = "examhall/env"
 NAME_LABEL = "examhall.environment"
+# The first line of every build that runs steps (a cached environment prints none): the
+# preparer tells a build from a cache hit by it (service/scheduler/build_progress.py).
+BUILDING = "Building the environment of"
 
 
 @dataclass(frozen=True)
@@ -301,7 +304,7 @@ class EnvironmentBuilder:
         limits = self.limits(network)
         ref = f"{self.repository}:{prepared.digest[:12]}"
         started = time.monotonic()
-        progress(f"Building the environment of {source.name} ({ref})...")
+        progress(f"{BUILDING} {source.name} ({ref})...")
         for image in prepared.images:
             # The engine is given ids alone (dockerfile.py): say which image each one is.
             named = image.reference if image.image == image.reference else image.image

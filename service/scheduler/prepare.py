@@ -11,7 +11,9 @@ Jobs are prepared in lanes, one per team: a team's jobs in submission order, the
 by side, so that one team's slow or stuck build never holds another team's job, and a job
 whose environments are all built already is queued at once. Builds keep the box's own
 concurrency cap, timeout and resource caps (service/environments); a lane only orders its
-team's. A job that is cancelled while it is prepared has its build stopped.
+team's jobs, and one job's tasks are built side by side within that cap, each telling its
+progress on the job's row (build_progress.py). A job that is cancelled while it is prepared
+has its builds stopped.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -42,6 +45,7 @@ from service.environments import (
 )
 from service.environments.cache import ImageCache
 from service.owners import owner_gone
+from service.scheduler.build_progress import WRITE_EVERY_S, BuildProgress
 from service.store import environments as builds
 from service.store.jobs import Unbuilt, building_jobs, fail_job, start_built_job
 from service.store.models import Job, Suite
@@ -230,31 +234,28 @@ class EnvironmentPreparer:
             if isinstance(variant.agent, dict)
         }
         images: dict[tuple[str, str], tuple[str, str | None]] = {}
-        unbuilt: dict[str, Unbuilt] = {}
+        stop = cancel if cancel is not None else threading.Event()
+        built = self._build_all(job_id, spec.cases, sources, stop)
+        if built is None:
+            return False  # cancelled meanwhile, or planned by another plane
+        unbuilt = {case: why for case, why in built.items() if isinstance(why, Unbuilt)}
         try:
             for case in spec.cases:
-                if not self._building(job_id):
-                    return False  # cancelled meanwhile, or planned by another plane
-                try:
-                    built = self._build(sources[case], cancel) if case in sources else None
-                except EnvironmentBuildError as exc:
-                    if cancel is not None and cancel.is_set():
-                        raise
-                    # The task's own trials end with its build's error; the others run.
-                    unbuilt[case] = Unbuilt(str(exc), _step_number(exc.step))
+                if case in unbuilt:
                     continue
+                found = built.get(case)
+                environment = found if isinstance(found, BuiltEnvironment) else None
                 for variant in spec.arms:
                     if variant in agents:
-                        base = built or self._sandbox_environment(cancel)
+                        base = environment or self._sandbox_environment(stop)
                         layered = self._install(base, agents[variant])
                         self._hold(job_id, base.ref, layered.ref)
                         images[(case, variant)] = (layered.ref, layered.digest)
-                    elif built is not None:
-                        images[(case, variant)] = (built.ref, built.digest)
-                        self._hold(job_id, built.ref)
+                    elif environment is not None:
+                        images[(case, variant)] = (environment.ref, environment.digest)
         except EnvironmentBuildError as exc:
             # An agent that does not install fails every task alike: the job's, not a task's.
-            if cancel is not None and cancel.is_set():
+            if stop.is_set():
                 return False  # cancelled, or this plane stopping: the job's status tells which
             return self._fail(job_id, str(exc))
         if unbuilt and len(unbuilt) == len(spec.cases):
@@ -264,6 +265,51 @@ class EnvironmentPreparer:
         if started:
             self.on_ready()
         return started
+
+    def _build_all(
+        self,
+        job_id: str,
+        cases: list[str],
+        sources: dict[str, EnvironmentSource],
+        stop: threading.Event,
+    ) -> dict[str, BuiltEnvironment | Unbuilt] | None:
+        """Each case's environment, built side by side up to the box's build cap (the
+        builder's slots), or why it did not build; None when the job stopped building
+        (cancelled, or planned by another plane) meanwhile. The results do not depend on
+        the order the builds end in."""
+        mine = [case for case in cases if case in sources]
+        if not mine:
+            return {} if self._building(job_id) else None
+        progress = BuildProgress(self.sessions, job_id, mine)
+        progress.write(force=True)
+
+        def one(case: str) -> BuiltEnvironment | Unbuilt:
+            try:
+                built = self._build(sources[case], stop, lambda line: progress.line(case, line))
+            except EnvironmentBuildError as exc:
+                step = _step_number(exc.step)
+                progress.end(case, failed=True, failed_step=step)
+                if stop.is_set():
+                    raise
+                # The task's own trials end with its build's error; the others run.
+                return Unbuilt(str(exc), step)
+            progress.end(case)
+            self._hold(job_id, built.ref)  # kept by the image cache from now on
+            return built
+
+        workers = max(1, min(len(mine), self.builder.settings.build_concurrency))
+        with ThreadPoolExecutor(workers, thread_name_prefix=f"examhall-build-{job_id}") as pool:
+            futures = {case: pool.submit(one, case) for case in mine}
+            pending: set[Future[BuiltEnvironment | Unbuilt]] = set(futures.values())
+            while pending:
+                _, pending = wait(pending, timeout=WRITE_EVERY_S)
+                if not stop.is_set() and not self._building(job_id):
+                    stop.set()  # the builds of a job no one waits for any more
+                progress.write()
+        if stop.is_set():
+            return None
+        # In the job's order, so that the first fault of ours raised is always the same.
+        return {case: future.result() for case, future in futures.items()}
 
     def _hold(self, job_id: str, *refs: str) -> None:
         with self._lock:
@@ -298,7 +344,12 @@ class EnvironmentPreparer:
             for case, described in (spec.environments or {}).items()
         }
 
-    def _build(self, source: EnvironmentSource, cancel: threading.Event | None) -> BuiltEnvironment:
+    def _build(
+        self,
+        source: EnvironmentSource,
+        cancel: threading.Event | None,
+        progress: Callable[[str], None] | None = None,
+    ) -> BuiltEnvironment:
         content_hash = self.builder.content_hash(source)
         try:
             with self.sessions.begin() as session:
@@ -306,8 +357,14 @@ class EnvironmentPreparer:
         except IntegrityError:
             pass  # another control plane is building it too: the engine's tag decides
         lines: list[str] = []
+
+        def told(line: str) -> None:
+            lines.append(line)
+            if progress is not None:
+                progress(line)
+
         try:
-            built = self.builder.build(source, lines.append, cancel)
+            built = self.builder.build(source, told, cancel)
         except EnvironmentBuildError as exc:
             with self.sessions.begin() as session:
                 builds.failed(session, content_hash, exc.log or "\n".join(lines))

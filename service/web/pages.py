@@ -21,7 +21,7 @@ from service.web.templating import render
 
 # While work is outstanding the page reloads itself this often (seconds).
 REFRESH_S = 5
-_BUSY = (JobStatus.QUEUED, JobStatus.RUNNING)
+_BUSY = (JobStatus.BUILDING, JobStatus.QUEUED, JobStatus.RUNNING)
 
 
 def variant_order(spec: JobSpec) -> list[str]:
