@@ -5,8 +5,8 @@ task's build as the preparer last wrote it (waiting, building at a step, cached,
 failed), so that every control plane's stream of the job can tell it. Jobs already stored
 have none.
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0018"
-down_revision: str | None = "0017"
+revision: str = "0019"
+down_revision: str | None = "0018"
 branch_labels: str | None = None
 depends_on: str | None = None
 
