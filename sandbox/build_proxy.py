@@ -52,6 +52,9 @@ class Policy:
     ports: frozenset[int] = frozenset({80, 443})
     resolve: Resolver = _resolve
     refuse: Callable[[str], bool] = refused_address
+    # Who the policy holds, and where its hosts are set, as its refusals say them.
+    who: str = "builds"
+    source: str = "EXAMHALL_BUILD_EGRESS"
 
     def allows_host(self, host: str) -> bool:
         host = host.lower().rstrip(".")
@@ -64,16 +67,16 @@ class Policy:
     def addresses(self, host: str, port: int) -> tuple[list[str], str | None]:
         """Where `host:port` may be reached, or why not."""
         if port not in self.ports:
-            return [], f"port {port} is not one builds may reach ({sorted(self.ports)})"
+            return [], f"port {port} is not one {self.who} may reach ({sorted(self.ports)})"
         if not self.allows_host(host):
-            return [], f"{host} is not among the hosts builds may reach (EXAMHALL_BUILD_EGRESS)"
+            return [], f"{host} is not among the hosts {self.who} may reach ({self.source})"
         try:
             found = self.resolve(host, port)
         except OSError as exc:
             return [], f"{host} does not resolve ({exc})"
         allowed = [a for a in found if not self.refuse(a)]
         if not allowed:
-            return [], f"{host} resolves only to addresses builds may not reach ({found})"
+            return [], f"{host} resolves only to addresses {self.who} may not reach ({found})"
         return allowed, None
 
 

@@ -66,13 +66,10 @@ class TrialEgress:
                 return list(dict.fromkeys(str(info[4][0]) for info in found)), None
             except OSError as exc:
                 return [], f"{host} does not resolve ({exc})"
-        addresses, why = Policy(self.policy.hosts).addresses(host, port)
-        if why is not None:
-            # The build proxy's reasons name its own setting; this one's are the policy's.
-            why = why.replace("builds", "this trial").replace(
-                "(EXAMHALL_BUILD_EGRESS)", f"(egress policy {self.policy.name})"
-            )
-        return addresses, why
+        named = Policy(
+            self.policy.hosts, who="this trial", source=f"egress policy {self.policy.name}"
+        )
+        return named.addresses(host, port)
 
 
 @dataclass
