@@ -59,6 +59,8 @@ class JobView(BaseModel):
     # Each task's environment build (task id -> its build), once the job's builds began;
     # null for a job with none.
     builds: dict[str, TaskBuild] | None = None
+    # At most this many of its trials run at once; null: as the box's and team's caps allow.
+    concurrency: int | None = None
 
 
 class TrialView(BaseModel):

@@ -37,6 +37,7 @@ def job_view(session: Session, job: Job) -> JobView:
         finished_at=job.finished_at,
         error=job.error,
         builds=job.builds,
+        concurrency=job.concurrency,
     )
 
 

@@ -54,7 +54,7 @@ def job_body(args: argparse.Namespace) -> dict[str, Any]:
         body["model"] = {"provider": model.provider, "id": model.id}
     if args.cases:
         body["cases"] = [c for c in args.cases.split(",") if c]
-    for flag in ("rounds", "seed"):
+    for flag in ("rounds", "seed", "concurrency"):
         if getattr(args, flag) is not None:
             body[flag] = getattr(args, flag)
     if args.timeout is not None:
@@ -164,6 +164,11 @@ def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument("--cases", help="comma-separated case ids (default: all)")
     submit.add_argument("--seed", type=int)
     submit.add_argument("--timeout", type=float, help="per-trial timeout, seconds")
+    submit.add_argument(
+        "--concurrency",
+        type=int,
+        help="at most this many of the job's trials at once (at most the team's cap)",
+    )
     submit.add_argument(
         "--agent",
         choices=("oracle", "nop"),

@@ -205,6 +205,13 @@ class JobRequest(BaseModel):
         description="the box's egress policy (EXAMHALL_EGRESS_POLICIES) that a task suite's "
         "tasks asking for a network run under; offline (the default) reaches nothing",
     )
+    concurrency: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="at most this many of the job's trials run at once (at most the team's "
+        "container cap); unset: as many as the box's and the team's caps allow",
+    )
 
     @field_validator("variants")
     @classmethod
@@ -293,6 +300,7 @@ class JobSpec(BaseModel):
     bootstrap: int = 1
     judge_model: ModelSpec | None = None
     judge_limits: JudgeLimits = Field(default_factory=JudgeLimits)
+    concurrency: int | None = None
 
     def variant(self, name: str) -> VariantSpec:
         return self.variants[name]

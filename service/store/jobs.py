@@ -66,6 +66,7 @@ def create_job(
         seed=request.seed,
         max_infra_retries=request.max_infra_retries,
         planned=planned,
+        concurrency=request.concurrency,
         image=image,
         image_digest=image_digest,
         service_version=__version__,

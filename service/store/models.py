@@ -141,6 +141,8 @@ class Job(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     # Why the job ended without running its trials (e.g. an environment failed to build).
     error: Mapped[str | None] = mapped_column(Text)
+    # At most this many of its trials run at once, box-wide; None: as the caps allow.
+    concurrency: Mapped[int | None] = mapped_column(Integer)
     # While the job is `building`: each task's environment build, case id -> its state, as
     # the preparer last wrote it (service/scheduler/build_progress.py). On the job's row so
     # that the event stream of any control plane reads it with the job it reads anyway.

@@ -18,7 +18,7 @@ from service.domain.status import JobStatus, TrialStatus
 from service.store import counts
 from service.store.clock import now
 from service.store.db import CLAIM_LOCK, take_turns
-from service.store.models import Artifact, Event, Job, Suite, Team, Trial
+from service.store.models import Artifact, Event, Job, JobCounts, Suite, Team, Trial
 from service.store.queries import dict_of
 
 
@@ -31,13 +31,14 @@ def claim(
     sessions: sessionmaker[Session], owner: str, limit: int, local_teams: Sequence[str | None]
 ) -> list[Claimed]:
     """Mark the next queued trials running for `owner`, in job then plan order, within each
-    team's container cap. `local_teams` holds a team for each container slot this plane has
-    taken outside the queue (suite listings), counted against its team's cap."""
+    team's container cap and each job's own concurrency. `local_teams` holds a team for each
+    container slot this plane has taken outside the queue (suite listings), counted against
+    its team's cap."""
     with sessions.begin() as session:
         take_turns(session.connection(), CLAIM_LOCK)
         postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
         queue = (
-            select(Trial, Job.created_at)
+            select(Trial, Job.created_at, Job.team_id)
             .join(Job, Job.id == Trial.job_id)
             .where(Trial.status == TrialStatus.QUEUED, Job.status != JobStatus.CANCELLED)
             .order_by(Job.created_at, Trial.order, Trial.attempt)
@@ -48,19 +49,37 @@ def claim(
         for team_id in local_teams:
             if team_id in room:
                 room[team_id] -= 1
-        # Capped teams are queried apart, each for no more than its room, so a capped team's
-        # long queue can never crowd the others out of the window.
-        uncapped = queue.where(or_(Job.team_id.is_(None), Job.team_id.not_in(room)))
-        picks = list(session.execute(uncapped.limit(limit)).all())
-        for team_id, free in room.items():
-            if free > 0:
-                capped = queue.where(Job.team_id == team_id).limit(min(free, limit))
-                picks += session.execute(capped).all()
+        jobs = job_room(session)
+        # Capped teams and jobs are queried apart, each for no more than its room, so a
+        # capped team's or job's long queue can never crowd the others out of the window.
+        free = queue.where(
+            or_(Job.team_id.is_(None), Job.team_id.not_in(room)), Job.id.not_in(jobs)
+        )
+        picks = list(session.execute(free.limit(limit)).all())
+        for team_id, team_free in room.items():
+            if team_free > 0:
+                capped = queue.where(Job.team_id == team_id, Job.id.not_in(jobs))
+                picks += session.execute(capped.limit(min(team_free, limit))).all()
+        for job_id, job_free in jobs.items():
+            if job_free > 0:
+                capped = queue.where(Trial.job_id == job_id)
+                picks += session.execute(capped.limit(min(job_free, limit))).all()
         picks.sort(key=lambda pick: (pick[1], pick[0].order, pick[0].attempt))
+        # A capped job of a capped team was queried within the job's room alone: the team's
+        # room is kept here, oldest job first.
+        chosen: list[Trial] = []
+        for trial, _, team_id in picks:
+            if len(chosen) == limit:
+                break
+            if team_id in room:
+                if room[team_id] <= 0:
+                    continue
+                room[team_id] -= 1
+            chosen.append(trial)
         # The jobs' counts rows first (`counts.lock`): the version the claimed trials carry.
-        versions = counts.lock(session, (trial.job_id for trial, _ in picks[:limit]))
+        versions = counts.lock(session, (trial.job_id for trial in chosen))
         claimed = []
-        for trial, _ in picks[:limit]:
+        for trial in chosen:
             # SQLite's reads take no lock, so another process may have claimed this row since
             # we read it: only a write conditional on "queued" proves it is ours.
             won = session.connection().execute(
@@ -104,6 +123,20 @@ def team_room(session: Session) -> dict[str, int]:
         return {}
     running = running_by_team(session)
     return {team: (cap or 0) - running.get(team, 0) for team, cap in caps.items()}
+
+
+def job_room(session: Session) -> dict[str, int]:
+    """Trials each job with a concurrency of its own may still start, box-wide (its running
+    trials are counted in its counts row, kept under the claim lock)."""
+    return dict_of(
+        session,
+        select(Job.id, Job.concurrency - JobCounts.running)
+        .join(JobCounts, JobCounts.job_id == Job.id)
+        .where(
+            Job.concurrency.is_not(None),
+            Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)),
+        ),
+    )
 
 
 def team_cap(session: Session, team_id: str) -> int | None:

@@ -70,3 +70,13 @@ def test_submit_of_a_directory_names_the_tasks_the_upload_left_out(
     left_out = err.split("Left out task hello, refused:\n", 1)[1].splitlines()[0]
     assert left_out.startswith("  task hello: ") and "instruction.md is missing" in left_out, err
     assert "task jq-count" not in err
+
+
+def test_submit_sends_its_concurrency_and_prints_the_servers_refusal(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["submit", "smoke", "--server", server.url, "--token", server.token]
+    assert main([*argv, "--model", "simulated/coin", "--concurrency", "0", "--detach"]) == 2
+    err = capsys.readouterr().err
+    assert "concurrency" in err and "greater than or equal to 1" in err, err
+    assert server.http.get("/v1/jobs").json() == []

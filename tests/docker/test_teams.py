@@ -197,3 +197,33 @@ def test_a_team_cap_limits_its_containers_but_not_other_teams(start_server: Any)
 
 def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
+
+
+def test_a_jobs_concurrency_paces_that_job_alone_within_its_teams_cap(
+    start_server: Any,
+) -> None:
+    server: Server = start_server(max_containers=3)
+    team = server.as_team(server.team_token("paced", max_containers=2))
+    over = team.post("/v1/jobs", json={**SLOW, "concurrency": 3})
+    assert over.status_code == 422
+    assert "container cap (2)" in over.text and "concurrency 3" in over.text
+    assert team.get("/v1/jobs").json() == []
+
+    paced = team.post("/v1/jobs", json={**SLOW, "rounds": 2, "concurrency": 1}).json()["id"]
+    beside = team.post("/v1/jobs", json={**SLOW, "rounds": 1}).json()["id"]
+    server.wait(paced)
+    server.wait(beside)
+    assert team.get(f"/v1/jobs/{paced}").json()["concurrency"] == 1
+    assert team.get(f"/v1/jobs/{beside}").json()["concurrency"] is None
+
+    def spans(job_id: str) -> list[tuple[float, float]]:
+        trials = team.get(f"/v1/jobs/{job_id}/trials").json()
+        assert all(t["outcome"] == "passed" for t in trials)
+        return [(_seconds(t["started_at"]), _seconds(t["finished_at"])) for t in trials]
+
+    paced_spans, beside_spans = spans(paced), spans(beside)
+    assert len(paced_spans) == 4
+    # One at a time for the paced job, while the team's other job used the second slot.
+    assert _max_overlap(paced_spans) == 1
+    assert _max_overlap(paced_spans + beside_spans) == 2
+    team.close()

@@ -209,6 +209,45 @@ def test_two_trials_finishing_at_once_finish_their_job(
     assert _job(sessions, job.id).status == "finished"
 
 
+def test_a_jobs_concurrency_bounds_its_running_trials_and_no_other_job(
+    sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    held = submit(sessions, rounds=2, concurrency=2)
+    other = submit(sessions)
+    held_ids = [t.id for t in _trials(sessions, held.id)]
+    assert _job(sessions, held.id).concurrency == 2
+
+    # The held job is older, yet its 8 queued trials take 2 slots and the rest go to the next.
+    first = scheduler.claim(100)
+    assert _ids(first) == held_ids[:2] + [t.id for t in _trials(sessions, other.id)]
+    assert scheduler.claim(100) == []
+    # A slot of its own frees as one of its trials ends, and only one.
+    scheduler.record(held_ids[0], TrialRecord(held_ids[0], PASSED))
+    assert _ids(scheduler.claim(100)) == [held_ids[2]]
+    # A retried trial (an infra error) is queued again within the same bound.
+    scheduler.record(held_ids[1], TrialRecord(held_ids[1], INFRA))
+    retried = scheduler.claim(100)
+    assert len(retried) == 1 and retried[0][1] == held.id
+    assert [t.status for t in _trials(sessions, held.id)].count("running") == 2
+
+
+def test_a_jobs_concurrency_and_its_teams_cap_bind_together(
+    sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    with sessions.begin() as session:
+        team_id = create_team(session, "three", max_containers=3).id
+    bounded = submit(sessions, rounds=2, concurrency=2)
+    free = submit(sessions, rounds=2)
+    with sessions.begin() as session:
+        for job in (bounded, free):
+            session.get_one(Job, job.id).team_id = team_id
+
+    claimed = scheduler.claim(100)
+    # Three slots for the team: the older job's two, then one of the other's.
+    assert [job for _, job in claimed] == [bounded.id, bounded.id, free.id]
+    assert scheduler.claim(100) == []
+
+
 def _claim_into(claimed: list[list[tuple[str, str]]], plane: Scheduler) -> None:
     claimed.append(plane.claim(2))
 

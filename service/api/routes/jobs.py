@@ -81,6 +81,7 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
             "An egress policy applies to a task suite's tasks that ask for a network; a "
             "Python suite's cases run offline. Leave egress out.",
         )
+    await run_in_threadpool(check_concurrency, c, caller, body.concurrency)
     bundle = await run_in_threadpool(resolve_suite, body)
     try:
         infos = await c.lister.cases(bundle, caller.team_id)
@@ -141,6 +142,22 @@ def check_egress(c: Context, caller: Caller, policy: str) -> None:
         raise JobInputError(("body", "egress"), why)
 
 
+def check_concurrency(c: Context, caller: Caller, concurrency: int | None) -> None:
+    """A job's own concurrency within its team's container cap: a larger one would promise
+    what the cap never allows."""
+    if concurrency is None or caller.team_id is None:
+        return
+    with c.sessions() as session:
+        team = team_by_id(session, caller.team_id)
+        cap = team.max_containers if team is not None else None
+    if cap is not None and concurrency > cap:
+        raise JobInputError(
+            ("body", "concurrency"),
+            f"concurrency {concurrency} is more than your team's container cap ({cap}); "
+            f"give at most {cap}, or leave it out to run as many as the cap allows.",
+        )
+
+
 def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
     """A task suite's job: its tasks are read from task.toml files (no sandbox needed), and
     the job waits in `building` while the preparer builds its environments."""
@@ -161,6 +178,7 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
         raise JobInputError(("body", "suite"), str(exc)) from None
     cases = select_cases(body, list(suite.tasks), suite.name, suite.refused)
     check_egress(c, caller, body.egress)
+    check_concurrency(c, caller, body.concurrency)
     design = resolve_design(body, cases)
     wanted = {case: suite.task(case).limits.wanted_network for case in cases}
     design = dataclasses.replace(
