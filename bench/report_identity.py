@@ -43,8 +43,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.api.app import create_app
 from service.api.settings import FrontSettings
+from service.app import create_app
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Event, Job, Suite, Trial
 

@@ -58,5 +58,5 @@ COPY service /opt/examhall/src/service
 RUN printf '#!/bin/sh\nexec python3 -m service.cli "$@"\n' > /usr/local/bin/examhall \
  && chmod 0755 /usr/local/bin/examhall \
  && python3 -m compileall -q /opt/examhall/src \
- && python3 -c "import psycopg, service.api.app" \
+ && python3 -c "import psycopg, service.app" \
  && examhall --help > /dev/null

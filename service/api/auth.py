@@ -1,7 +1,7 @@
 """Who is calling: a bearer token for the API, a session cookie for the web UI.
 
 The API takes `Authorization: Bearer <token>`. A browser cannot be made to send that header,
-so the web UI signs in once and holds a server-side session (service/web/sessions.py) in an
+so the web UI signs in once and holds a server-side session (service/api/sessions.py) in an
 HttpOnly, SameSite=Strict cookie. The API accepts that cookie for reads only (so the UI's
 artifact links work): a write with no bearer token is refused, whatever cookie comes with
 it, so no page anywhere can make a signed-in browser cancel a job.
@@ -15,8 +15,8 @@ from fastapi import Depends, HTTPException, Request
 
 from service.api.context import Context, Ctx
 from service.api.schemas import ErrorBody
+from service.api.sessions import SESSION_COOKIE, session_principal
 from service.teams import Principal, authenticate
-from service.web.sessions import SESSION_COOKIE, session_principal
 
 UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}
 READS = ("GET", "HEAD", "OPTIONS")

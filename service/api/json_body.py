@@ -64,7 +64,7 @@ def parsed_as_json(scope: Scope) -> bool:
 
 class JsonDepthLimit:
     """Refuses, with 422, a JSON body nested more than MAX_DEPTH deep, before a route reads
-    it. It sits inside BodyLimit (service/api/app.py), so what it buffers is already capped."""
+    it. It sits inside BodyLimit (service/app.py), so what it buffers is already capped."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

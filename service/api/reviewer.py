@@ -10,10 +10,10 @@ from fastapi import Request
 from sqlalchemy.orm import Session
 
 from service.api.auth import bearer_token
+from service.api.sessions import SESSION_COOKIE, session_hash
 from service.store.reviews import token_prefix
 from service.store.web_sessions import find_session
 from service.teams import Principal, hash_token
-from service.web.sessions import SESSION_COOKIE, session_hash
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def local_control_plane() -> Iterator[Client]:
     ./examhall.db), stopped, its scheduler drained, when the block ends."""
     import uvicorn
 
-    from service.api.app import create_app
+    from service.app import create_app
 
     port = free_port()
     # A token of this run only: the control plane listens on loopback for its lifetime.

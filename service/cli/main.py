@@ -82,7 +82,8 @@ def cmd_image_build(args: argparse.Namespace) -> int:
     client = _client()
     ref = images.ensure_sandbox_image(client, base=args.base, force=args.force, progress=_progress)
     if args.agent:
-        ref = ensure_agent_image(client, ref, args.agent, progress=_progress)
+        agent = AGENTS[args.agent]
+        ref = ensure_agent_image(client, ref, agent.name, agent.requirement, progress=_progress)
     print(ref)
     return 0
 
@@ -225,7 +226,7 @@ def cmd_run_trial(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from service.api.app import create_app
+    from service.app import create_app
 
     # Every setting is checked, and the port bound, before the app's start-up migrates the
     # store, recovers trials and starts the scheduler: a mistake fails in a second, with

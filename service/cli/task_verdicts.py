@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.report.outcomes import COUNTED_AS_FAILED
+from service.domain.outcomes import COUNTED_AS_FAILED
 
 ORACLE, NOP = "oracle", "nop"
 # Main's preparer stores a task whose environment did not build as finished trials of this

@@ -164,6 +164,11 @@ class Harness(BaseModel):
 # The egress policy that allows nothing: a task that asks for a network runs offline.
 OFFLINE = "offline"
 
+# The version of the bootstrap's draws a new job's report uses (service/report/resampling.py
+# defines each version): fixed in the job's spec at submission, so a recomputed report keeps
+# its intervals.
+BOOTSTRAP_VERSION = 3
+
 
 class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -12,9 +12,15 @@ from typing import Any
 from sandbox.protocol import CaseInfo, SuiteBundle
 from service.domain.agents import AgentEnvironment
 from service.domain.docs_sets import DocsSetError, load_docs
-from service.domain.job_spec import Harness, JobRequest, JobSpec, ModelSpec, VariantSpec
+from service.domain.job_spec import (
+    BOOTSTRAP_VERSION,
+    Harness,
+    JobRequest,
+    JobSpec,
+    ModelSpec,
+    VariantSpec,
+)
 from service.providers import ProviderRegistry, default_model
-from service.report.resampling import CURRENT as BOOTSTRAP_VERSION
 from service.suites import load_suite, shipped_suites
 
 DEFAULT_VARIANT = "default"

@@ -106,7 +106,7 @@ def ensure_agent_layer(
     python = _worker_python(client, env.ref)
     name = agent.catalogue or " ".join(agent.pip)
     if agent.catalogue is not None:
-        recipe = recipe_dir(AGENTS[agent.catalogue])
+        recipe = recipe_dir(AGENTS[agent.catalogue].name)
         files = {p.name: p.read_bytes() for p in sorted(recipe.iterdir()) if p.is_file()}
         requirements = [AGENTS[agent.catalogue].requirement]
     else:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from service.domain.job_spec import OFFLINE
+from service.domain.outcomes import COUNTED_AS_FAILED, NOT_SCORED
 from service.domain.status import JobStatus, Outcome, TrialStatus
 from service.report import resampling
 from service.report.columns import Columns, Ints
@@ -31,7 +32,6 @@ from service.report.model import (
     UnbuiltTask,
     VariantReport,
 )
-from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED
 from service.report.paired import plan_compare
 
 

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from service.domain.outcomes import COUNTED_AS_FAILED
 from service.domain.status import Outcome, TrialStatus
-from service.report.outcomes import COUNTED_AS_FAILED
 from service.store.reports import REPORT_COLUMNS
 
 Ints = npt.NDArray[np.int64]

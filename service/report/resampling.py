@@ -40,10 +40,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from service.domain.job_spec import BOOTSTRAP_VERSION
+
 V1 = 1
 V2 = 2
 V3 = 3
-CURRENT = V3
+CURRENT = BOOTSTRAP_VERSION
 VERSIONS = (V1, V2, V3)
 
 GENERATORS = {

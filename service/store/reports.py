@@ -22,8 +22,8 @@ from sqlalchemy import JSON, Float, Select, Text, case, cast, func, or_, select,
 from sqlalchemy import text as sql_text
 from sqlalchemy.orm import Session, aliased
 
+from service.domain.outcomes import COUNTED_AS_FAILED
 from service.domain.status import BUILD_ERROR, TrialStatus
-from service.report.outcomes import COUNTED_AS_FAILED
 from service.store.models import FINISHED, HIT_A_LIMIT, Event, Trial
 
 # The columns of `report_rows`, in order; `report.from_store` maps them onto its TrialFacts.

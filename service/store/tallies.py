@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from service.report.outcomes import verdict
+from service.domain.outcomes import verdict
 from service.store.models import JobCounts, JobTally, Trial
 from service.store.reports import judge_counts
 

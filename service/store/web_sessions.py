@@ -1,4 +1,4 @@
-"""The web UI's session rows (service/web/sessions.py says what a session is)."""
+"""The web UI's session rows (service/api/sessions.py says what a session is)."""
 
 from __future__ import annotations
 

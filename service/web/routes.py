@@ -2,7 +2,7 @@
 
 They read the store with the API's own scoping (service/api/access.py), so a team sees the
 same jobs here as over the API, and another team's job is "not found" in both. Signing in
-with an API token opens a server-side session (service/web/sessions.py) whose id is kept in
+with an API token opens a server-side session (service/api/sessions.py) whose id is kept in
 an HttpOnly, SameSite=Strict cookie; the API accepts it for reads, so artifact links work.
 Every form post (sign in, sign out, cancel) must come from this origin (service/web/csrf.py).
 """
@@ -22,6 +22,7 @@ from service.api.auth import resolve
 from service.api.cancel import cancel_job
 from service.api.context import Context, Ctx
 from service.api.schemas import EventView
+from service.api.sessions import SESSION_COOKIE, close_session, open_session
 from service.api.views import job_view, trial_view
 from service.domain.job_spec import JobSpec
 from service.report.from_store import job_report
@@ -34,7 +35,6 @@ from service.teams import Principal, authenticate
 from service.web import pages
 from service.web.csrf import cross_site_problem
 from service.web.kept import JOB_PAGES
-from service.web.sessions import SESSION_COOKIE, close_session, open_session
 
 JOBS_SHOWN = 200
 # A transcript longer than this is cut on the page; session.jsonl has all of it.

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from statsmodels.stats.inter_rater import cohens_kappa  # type: ignore[import-untyped]
 
+from service.api.sessions import SESSION_COOKIE
 from service.review.sampling import Candidate
-from service.web.sessions import SESSION_COOKIE
 from tests.review_jobs import ERRORED, Box, review_box, submit_review_job
 from tests.unit.test_review_sampling import _recomputed
 from tests.web.test_web_ui import wait_for

@@ -21,8 +21,8 @@ import uvicorn
 from sqlalchemy import select
 
 from evals import probes
-from service.api.app import create_app
 from service.api.settings import FrontSettings
+from service.app import create_app
 from service.backends.protocol import SandboxBackend
 from service.store.db import make_engine, session_factory
 from service.store.models import Team

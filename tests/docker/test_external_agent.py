@@ -32,7 +32,10 @@ def scripted(request: Received) -> Answer:
 
 @pytest.fixture(scope="session")
 def llm_image(docker_client: docker.DockerClient, sandbox_image: str) -> str:
-    return ensure_agent_image(docker_client, sandbox_image, "llm", progress=print)
+    llm = AGENTS["llm"]
+    return ensure_agent_image(
+        docker_client, sandbox_image, llm.name, llm.requirement, progress=print
+    )
 
 
 def test_llm_cli_solves_a_smoke_case_through_the_relay(

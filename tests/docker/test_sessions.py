@@ -9,8 +9,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from service.api.sessions import SESSION_COOKIE
 from service.api.settings import FrontSettings
-from service.web.sessions import SESSION_COOKIE
 from tests.docker.conftest import Server
 from tests.docker.peer import peer_running_job
 

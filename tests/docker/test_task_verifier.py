@@ -18,9 +18,9 @@ import pytest
 
 from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle, TaskSpec
 from service.backends.docker import DockerBackend
+from service.domain.outcomes import verdict
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, TrialRecord, run_trial
-from service.report.outcomes import verdict
 
 pytestmark = pytest.mark.docker
 

@@ -1,10 +1,15 @@
 """Which package may import which, read from the source (every `import x` and
-`from x import y`, relative ones resolved, inside functions too):
+`from x import y`, relative ones resolved, inside functions too). From the bottom up:
 
 - sandbox runs inside the trial's container with only the standard library: it imports
   nothing of service and no third-party package;
-- service.store and service.report never import service.api or service.web;
-- service.domain never imports service.api.
+- service.domain (the job, its outcomes, its plan) imports nothing above it: no store,
+  report, backend, scheduler, launcher, environment builder, API, web or CLI;
+- service.store never imports service.report, service.api or service.web;
+- service.report never imports service.api or service.web;
+- service.backends never imports service.domain, service.api or service.web;
+- service.api never imports service.web;
+- service.app, the composition root, sits on top and is imported by the CLI alone.
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ def test_the_walk_sees_every_kind_of_import() -> None:
     """The checker itself: import, from-import, relative (one and two levels), and an
     import inside a function."""
     source = (
-        "import service.api.app\n"
+        "import service.app\n"
         "from service import web\n"
         "from ..api import auth\n"
         "from . import models\n"
@@ -79,7 +84,7 @@ def test_the_walk_sees_every_kind_of_import() -> None:
     )
     seen = set(imports(ROOT / "service" / "store" / "probe.py", source))
     assert {
-        (1, "service.api.app"),
+        (1, "service.app"),
         (2, "service.web"),
         (3, "service.api.auth"),
         (4, "service.store.models"),
@@ -99,11 +104,63 @@ def test_the_sandbox_imports_only_the_standard_library_and_itself() -> None:
     assert found == [], "the sandbox runs stdlib-only in the trial's container"
 
 
-def test_the_store_and_the_report_know_nothing_of_the_api_or_the_web() -> None:
-    found = violations(("service.store", "service.report"), ("service.api", "service.web"))
-    assert found == [], "service.store and service.report may not import service.api/.web"
+ABOVE_THE_DOMAIN = (
+    "service.store",
+    "service.report",
+    "service.backends",
+    "service.scheduler",
+    "service.launch",
+    "service.environments",
+    "service.review",
+    "service.gateway",
+    "service.api",
+    "service.web",
+    "service.cli",
+    "service.app",
+)
 
 
-def test_the_domain_knows_nothing_of_the_api() -> None:
-    found = violations(("service.domain",), ("service.api",))
-    assert found == [], "service.domain may not import service.api"
+def test_the_domain_imports_nothing_above_it() -> None:
+    found = violations(("service.domain",), ABOVE_THE_DOMAIN)
+    assert found == [], "service.domain is the bottom of the control plane"
+
+
+def test_the_store_knows_nothing_of_reports_the_api_or_the_web() -> None:
+    found = violations(("service.store",), ("service.report", "service.api", "service.web"))
+    assert found == [], "service.store may not import service.report/.api/.web"
+
+
+def test_the_report_knows_nothing_of_the_api_or_the_web() -> None:
+    found = violations(("service.report",), ("service.api", "service.web", "service.app"))
+    assert found == [], "service.report may not import service.api/.web"
+
+
+def test_backends_know_nothing_of_the_domain_the_api_or_the_web() -> None:
+    found = violations(
+        ("service.backends",), ("service.domain", "service.api", "service.web", "service.app")
+    )
+    assert found == [], "a backend runs sandboxes; what a job means is not its business"
+
+
+def test_the_api_knows_nothing_of_the_web() -> None:
+    found = violations(("service.api",), ("service.web", "service.app"))
+    assert found == [], "service.app mounts the web UI beside the API"
+
+
+def test_only_the_cli_imports_the_composition_root() -> None:
+    packages = tuple(
+        f"service.{path.name}"
+        for path in (ROOT / "service").iterdir()
+        if path.is_dir() and (path / "__init__.py").exists() and path.name != "cli"
+    )
+    found = violations(packages, ("service.app",))
+    assert found == [], "service.app assembles the layers; nothing below may reach it"
+
+
+def test_a_new_arrow_up_the_layers_is_caught() -> None:
+    """The rules above catch what they name: an import the domain may not make, placed in a
+    module of the domain, is reported with its line."""
+    probe = ROOT / "service" / "domain" / "probe.py"
+    source = "from service.report.model import Report\n"
+    seen = [module for _, module in imports(probe, source)]
+    assert any(within(module, bad) for module in seen for bad in ABOVE_THE_DOMAIN)

@@ -16,9 +16,9 @@ import pytest
 import scipy.optimize  # type: ignore[import-untyped]  # no stubs; tests only
 import scipy.stats  # type: ignore[import-untyped]
 
+from service.domain.outcomes import COUNTED_AS_FAILED, NOT_SCORED
 from service.domain.planner import plan
 from service.report.model import Comparison
-from service.report.outcomes import COUNTED_AS_FAILED, NOT_SCORED
 from service.report.paired import (
     BLOCKS_PAIRS,
     ArmTrial,

@@ -16,9 +16,9 @@ import docker
 import httpx
 import pytest
 
+from service.api.sessions import SESSION_COOKIE as COOKIE
 from service.backends.docker import LABEL_JOB
 from service.web.charts import LEFT, PLOT
-from service.web.sessions import SESSION_COOKIE as COOKIE
 from tests.docker.conftest import Server
 from tests.web.conftest import DOCS_LIFT, EVIL, Jobs, submit_as
 

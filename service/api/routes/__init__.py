@@ -1,1 +1,1 @@
-"""The API's routes, one module per resource; service/api/app.py mounts them."""
+"""The API's routes, one module per resource; service/app.py mounts them."""

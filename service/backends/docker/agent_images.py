@@ -25,29 +25,32 @@ from service.backends.docker.images import (
     stream_build,
 )
 from service.backends.docker.wheels import download_wheels, python_version
-from service.domain.agents import AGENTS, Agent
 
 
-def recipe_dir(agent: Agent) -> Path:
-    """Where the agent's recipe (a Dockerfile and the files it copies) lives."""
-    return repo_root() / "docker" / "agents" / agent.name
+def recipe_dir(name: str) -> Path:
+    """Where the catalogue agent `name`'s recipe (a Dockerfile and the files it copies)
+    lives."""
+    return repo_root() / "docker" / "agents" / name
 
 
 def ensure_agent_image(
-    client: docker.DockerClient, sandbox: str, agent_name: str, *, progress: Progress
+    client: docker.DockerClient,
+    sandbox: str,
+    name: str,
+    requirement: str,
+    *,
+    progress: Progress,
 ) -> str:
-    """The variant of `sandbox` with the agent installed, built when missing."""
-    agent = AGENTS.get(agent_name)
-    if agent is None:
-        raise ImageBuildError(
-            f"Unknown agent {agent_name!r}; examhall can install: {', '.join(AGENTS)}."
-        )
-    recipe = recipe_dir(agent)
+    """The variant of `sandbox` with the catalogue agent `name` (pip `requirement`, pinned;
+    service/domain/agents.py lists them) installed, built when missing."""
+    recipe = recipe_dir(name)
+    if not recipe.is_dir():
+        raise ImageBuildError(f"No recipe for agent {name!r} in {recipe.parent}.")
     files = sorted(p for p in recipe.iterdir() if p.is_file())
-    digest = hashlib.sha256(f"{sandbox}\n{agent.requirement}\n".encode())
+    digest = hashlib.sha256(f"{sandbox}\n{requirement}\n".encode())
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    ref = f"examhall/agent-{agent.name}:{digest.hexdigest()[:12]}"
+    ref = f"examhall/agent-{name}:{digest.hexdigest()[:12]}"
     try:
         if client.images.get(ref).labels.get(HASH_LABEL) == digest.hexdigest():
             progress(f"Agent image {ref} is up to date.")
@@ -56,7 +59,7 @@ def ensure_agent_image(
         pass
     with tempfile.TemporaryDirectory(prefix="examhall-agent-") as scratch:
         wheels = Path(scratch) / "wheels"
-        download_wheels([agent.requirement], python_version(client, sandbox), wheels, progress)
+        download_wheels([requirement], python_version(client, sandbox), wheels, progress)
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for path in files:
