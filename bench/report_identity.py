@@ -43,10 +43,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.api.settings import FrontSettings
-from service.app import create_app
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Event, Job, Suite, Trial
+
+try:
+    from service.app import create_app
+except ImportError:  # before service/app.py was the composition root
+    from service.api.app import create_app  # type: ignore[no-redef]
 
 ADMIN = "report-identity-admin-token-0123456789"
 CREATED = datetime(2026, 12, 1, 8, 30, 0)
@@ -436,9 +439,14 @@ def _masked(text: str) -> str:
 def _front_settings() -> Any:
     """The front door's settings, read as the commit being measured reads them."""
     try:
-        from service.api.settings import front_settings
-    except ImportError:  # before service/settings.py
-        return FrontSettings.from_env()  # type: ignore[attr-defined]
+        from service.settings import front_settings
+    except ImportError:  # before service/settings.py held them
+        try:
+            from service.api.settings import front_settings
+        except ImportError:  # before service/settings.py
+            from service.api.settings import FrontSettings
+
+            return FrontSettings.from_env()
     return front_settings()
 
 

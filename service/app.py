@@ -13,21 +13,21 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
 
-from service import __version__, config
+from service import __version__
 from service.api import allow, errors
 from service.api.auth import UNAUTHORIZED, principal
 from service.api.body_limit import BodyCap, BodyLimit
 from service.api.context import Context
 from service.api.json_body import JsonDepthLimit
 from service.api.routes import health, jobs, reports, reviews, suites, trials
-from service.api.settings import FrontSettings, front_settings
 from service.backends.protocol import SandboxBackend
 from service.backends.registry import create_backend
 from service.listing import Lister
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
 from service.scheduler.prepare import make_preparer
-from service.settings import get_settings
+from service.settings import Settings, front_settings, get_settings
+from service.settings import token as checked_token
 from service.store.db import make_engine, migrate, session_factory
 from service.web.review_routes import register_review_web
 from service.web.routes import register_web
@@ -45,16 +45,16 @@ def create_app(
     max_containers: int | None = None,
     make_backend: Callable[[], SandboxBackend] | None = None,
     admin_token: str | None = None,
-    settings: FrontSettings | None = None,
+    settings: Settings | None = None,
 ) -> FastAPI:
     """The app; the database, image and scheduler come up in its lifespan.
 
     `admin_token` (else $EXAMHALL_ADMIN_TOKEN) is accepted as an admin bearer token, so a
     fresh box can be used, and its teams created over the CLI, before any token exists."""
     admin_token = (
-        config.token(admin_token, "admin_token")
+        checked_token(admin_token, "admin_token")
         if admin_token
-        else config.token(get_settings().admin_token, ADMIN_TOKEN_ENV)
+        else checked_token(get_settings().admin_token, ADMIN_TOKEN_ENV)
     )
     front = settings or front_settings()
 

@@ -9,6 +9,11 @@ are checked further where they are used (the database URL when it is opened, a t
 characters, the Debian suite's name, both halves of the default model): those messages
 stay where they are.
 
+Below the settings are the checks that only a setting's use can make (`database_url`
+parses and names an installed driver, `token` holds only what a header carries,
+`egress_policies` parse, `front_settings` checks the front door's together when the app is
+made); secrets (tokens, database passwords) are never echoed back.
+
 An unset variable and an empty one mean the same: the default. For the settings in
 _BLANK_IS_UNSET, a value of only whitespace does too (they were always read stripped).
 
@@ -34,11 +39,15 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+from service.domain.egress import EgressPolicy, PolicyError, parse_policies
 
 ENV_PREFIX = "EXAMHALL_"
 
 # Read stripped: only whitespace is the default, as an empty value is.
-# The front door's settings (service/api/settings.py), checked together at the app's start.
+# The front door's settings (`front_settings` below), checked together at the app's start.
 FRONT_FIELDS = (
     "list_timeout_s",
     "max_planned_trials",
@@ -421,3 +430,94 @@ def _explain(errors: list[ErrorDetails]) -> str:
     if problems:
         own.append(f"Invalid setting: {'; '.join(problems)}.")
     return " ".join(own)
+
+
+# ----- checks that only a setting's use can make --------------------------------------------
+
+DATABASE_URL_ENV = env_name("database_url")
+
+# What an HTTP header value can carry without anyone's library mangling or refusing it;
+# examhall's own tokens are exh_ plus hex.
+_TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
+
+
+def token(value: str | None, name: str) -> str | None:
+    """A bearer token from `name` (an environment variable or a flag), or None if unset.
+
+    Surrounding whitespace is stripped: a token pasted from a file or a terminal often
+    ends in a newline, HTTP would strip it from the header anyway, and examhall's tokens
+    never contain whitespace. Anything else outside printable ASCII is refused."""
+    if value is None:
+        return None
+    stripped = value.strip(" \t\r\n")
+    if not stripped:
+        return None
+    for position, char in enumerate(stripped, start=1):
+        if char not in _TOKEN_CHARS:
+            raise ConfigError(
+                f"{name} holds a character a token cannot have (U+{ord(char):04X} at "
+                f"position {position}); tokens are printable ASCII, like the exh_... ones "
+                "`examhall admin create-token` prints. Copy the token again."
+            )
+    return stripped
+
+
+def max_containers() -> int:
+    """EXAMHALL_MAX_CONTAINERS: the box's cap on trial containers at once (default: CPUs)."""
+    return get_settings().max_containers
+
+
+def egress_policies() -> dict[str, EgressPolicy]:
+    """EXAMHALL_EGRESS_POLICIES, parsed, `offline` among them."""
+    try:
+        return parse_policies(get_settings().egress_policies)
+    except PolicyError as exc:
+        raise ConfigError(f"{exc}.") from None
+
+
+def database_url_text() -> str:
+    return get_settings().database_url
+
+
+def database_url(text: str | None = None) -> URL:
+    """The store's URL, parsed (EXAMHALL_DATABASE_URL unless `text` is given)."""
+    text = database_url_text() if text is None else text
+    try:
+        url = make_url(text)
+    except (ArgumentError, ValueError) as exc:
+        raise ConfigError(
+            f"{DATABASE_URL_ENV} is not a database URL ({_reason(exc)}); use the form "
+            "sqlite:////path/to/examhall.db or postgresql+psycopg://user:password@host:5432/db."
+        ) from None
+    try:
+        url.get_dialect()  # an unknown database kind fails here rather than at connect
+    except NoSuchModuleError:
+        raise ConfigError(
+            f"{DATABASE_URL_ENV} names a kind of database examhall cannot open "
+            f"({url.drivername}); use sqlite:/// or postgresql+psycopg://."
+        ) from None
+    except ImportError as exc:  # the dialect is known, its driver is not installed
+        raise ConfigError(
+            f"{DATABASE_URL_ENV} needs a driver that is not installed ({exc.name}); "
+            "pip install 'examhall[postgres]' for PostgreSQL."
+        ) from None
+    return url
+
+
+def shown_url(url: URL) -> str:
+    """The URL with its password masked, for messages."""
+    return url.render_as_string(hide_password=True)
+
+
+def _reason(exc: Exception) -> str:
+    # SQLAlchemy's messages repeat the URL, password and all: keep only what is safe.
+    if isinstance(exc, ArgumentError):
+        return "it does not parse"
+    text = str(exc)
+    return text.split(":", 1)[0] if "://" in text else text
+
+
+def front_settings() -> Settings:
+    """The settings, once every front-door one is valid (else a ConfigError naming each
+    bad one): what one request may ask of the box, and how the UI's sessions behave."""
+    return get_settings().checked(*FRONT_FIELDS)

@@ -8,12 +8,12 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.api.settings import FrontSettings
 from service.backends.protocol import SandboxBackend
 from service.listing import Lister
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
 from service.scheduler.prepare import EnvironmentPreparer
+from service.settings import Settings
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Context:
     providers: ProviderRegistry
     # The box's bootstrap admin token (EXAMHALL_ADMIN_TOKEN), if one is configured.
     admin_token: str | None
-    settings: FrontSettings
+    settings: Settings
     lister: Lister
     # Builds task suites' environments; None where the backend cannot build images.
     preparer: EnvironmentPreparer | None = None

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import config
+from service.settings import ConfigError, database_url
 from service.store import teams as stored
 from service.store.db import session_factory
 from service.store.opening import describe, open_existing
@@ -18,7 +18,7 @@ from service.teams import TeamError, create_team, create_token, find_team, revok
 def _sessions(args: argparse.Namespace) -> sessionmaker[Session]:
     """Sessions on the store the command names, said on stderr; an existing store only,
     unless --create."""
-    url = config.database_url()
+    url = database_url()
     print(describe(url), file=sys.stderr)
     return session_factory(open_existing(url, create=args.create))
 
@@ -79,7 +79,7 @@ def _run(func: Command) -> Command:
     def guarded(args: argparse.Namespace) -> int:
         try:
             result: int = func(args)
-        except (TeamError, config.ConfigError) as exc:
+        except (TeamError, ConfigError) as exc:
             print(f"examhall: {exc}", file=sys.stderr)
             return 2
         return result

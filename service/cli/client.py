@@ -12,11 +12,11 @@ from typing import Any, TextIO
 
 import httpx
 
-from service import config
 from service.archives import pack_directory
 from service.domain.builds import ENDED
 from service.domain.status import JobStatus
 from service.settings import get_settings
+from service.settings import token as checked_token
 
 TOKEN_ENV = "EXAMHALL_TOKEN"
 SERVER_ENV = "EXAMHALL_SERVER"
@@ -109,9 +109,9 @@ class Client:
         # Checked here, so a pasted token with a stray character is a clear error rather
         # than an encoding traceback from the HTTP library.
         if token:
-            token = config.token(token, "--token")
+            token = checked_token(token, "--token")
         else:
-            token = config.token(get_settings().token, TOKEN_ENV)
+            token = checked_token(get_settings().token, TOKEN_ENV)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=base_url, timeout=timeout, headers=headers)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import socket
 
-from service.config import ConfigError
+from service.settings import ConfigError
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -17,8 +17,6 @@ import httpx
 
 from sandbox.protocol import Limits, ModelRef
 from sandbox.providers.client import Budget
-from service import config
-from service.api.settings import front_settings
 from service.backends.docker import DockerBackend, DockerSettings, images
 from service.backends.docker.agent_images import ensure_agent_image
 from service.backends.protocol import FoundSandbox, SandboxError
@@ -37,7 +35,7 @@ from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.report.commands import add_commands as add_report_commands
 from service.scheduler.run_spec import run_spec
-from service.settings import get_settings
+from service.settings import ConfigError, database_url, front_settings, get_settings, max_containers
 from service.suites import SuiteError, list_cases, load_suite
 
 
@@ -231,8 +229,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Every setting is checked, and the port bound, before the app's start-up migrates the
     # store, recovers trials and starts the scheduler: a mistake fails in a second, with
     # the reason, and changes nothing.
-    config.max_containers()
-    config.database_url()
+    max_containers()
+    database_url()
     app = create_app()
     sock = listen.bind(args.host, args.port)
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info"))
@@ -354,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result: int = args.func(args)
-    except config.ConfigError as exc:
+    except ConfigError as exc:
         # A setting the operator has to fix: the message says which and how.
         print(f"examhall: {exc}", file=sys.stderr)
         return 2

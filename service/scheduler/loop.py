@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import SuiteBundle
 from sandbox.providers.client import Budget
-from service import config, task_suites
+from service import task_suites
 from service.backends.protocol import FoundSandbox, SandboxBackend
 from service.domain.job_spec import JobSpec
 from service.launch.egress import trial_egress
@@ -31,7 +31,7 @@ from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.scheduler.ingest import EventSink
 from service.scheduler.run_spec import run_spec
-from service.settings import get_settings
+from service.settings import egress_policies, get_settings
 from service.store import queue
 from service.store.planes import BEAT_EVERY_S, beat, forget, live_planes, plane_owners
 from service.store.results import record_infra_error, record_result
@@ -59,9 +59,9 @@ class Scheduler:
         self.providers = providers or ProviderRegistry()
         # One client for every gateway: connection pools are shared across trials.
         self.http = httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0))
-        self.max_containers = max_containers or config.max_containers()
+        self.max_containers = max_containers or get_settings().max_containers
         # Read once: a policy the operator wrote wrong stops the plane's start, not a trial.
-        self.egress_policies = config.egress_policies()
+        self.egress_policies = egress_policies()
         self.egress_max_bytes = get_settings().egress_max_bytes
         self.poll_s = poll_s
         self.owner = backend.owner

@@ -14,9 +14,7 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from service import config
-from service.config import ConfigError
-from service.settings import get_settings
+from service.settings import DATABASE_URL_ENV, ConfigError, get_settings, shown_url
 from service.store.db import make_engine, migrate
 
 _CREATE_HINT = (
@@ -29,11 +27,11 @@ _CREATE_HINT = (
 def describe(url: URL) -> str:
     """Which store a command uses, and why that one (for its first line on stderr)."""
     source = (
-        f"from {config.DATABASE_URL_ENV}"
+        f"from {DATABASE_URL_ENV}"
         if "database_url" in get_settings().model_fields_set
-        else f"the default: {config.DATABASE_URL_ENV} is not set"
+        else f"the default: {DATABASE_URL_ENV} is not set"
     )
-    return f"Using the store {config.shown_url(url)} ({source})."
+    return f"Using the store {shown_url(url)} ({source})."
 
 
 def _sqlite_file(url: URL) -> Path | None:
@@ -45,7 +43,7 @@ def _sqlite_file(url: URL) -> Path | None:
 def open_existing(url: URL, *, create: bool) -> Engine:
     """An engine on the store at `url`, migrated to head. Unless `create`, a ConfigError
     when no examhall store is there yet (no SQLite file, or no schema in the database)."""
-    hint = _CREATE_HINT.format(env=config.DATABASE_URL_ENV)
+    hint = _CREATE_HINT.format(env=DATABASE_URL_ENV)
     path = _sqlite_file(url)
     if path is not None and not create and not path.exists():
         # Checked before connecting: SQLite creates the file on connect.
@@ -56,16 +54,15 @@ def open_existing(url: URL, *, create: bool) -> Engine:
             initialised = inspect(connection).has_table("alembic_version")
         if not initialised and not create:
             raise ConfigError(
-                f"{config.shown_url(url)} holds no examhall store (its schema was never "
-                f"created). {hint}"
+                f"{shown_url(url)} holds no examhall store (its schema was never created). {hint}"
             )
         migrate(engine)
     except SQLAlchemyError as exc:
         engine.dispose()
         reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         raise ConfigError(
-            f"Cannot open the store {config.shown_url(url)}: {reason}. Check "
-            f"{config.DATABASE_URL_ENV} and that the database is reachable."
+            f"Cannot open the store {shown_url(url)}: {reason}. Check "
+            f"{DATABASE_URL_ENV} and that the database is reachable."
         ) from None
     except ConfigError:
         engine.dispose()

@@ -14,9 +14,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from service.api.settings import FrontSettings
 from service.archives import DEFAULT_MAX_UNPACKED_BYTES, archive_id, pack_directory
 from service.backends.fake import FakeBackend
+from service.settings import Settings
 from tests.api.conftest import _no_sandbox
 from tests.docker.conftest import Server, serve
 
@@ -262,7 +262,7 @@ def test_a_bad_name_or_media_type_is_refused(
 @pytest.fixture
 def small_box(tmp_path: Path) -> Iterator[Server]:
     """A box that takes archives of at most 64 KiB (and other bodies of 2 KiB)."""
-    settings = FrontSettings(max_suite_archive_bytes=64 * 1024, max_body_bytes=2048)
+    settings = Settings(max_suite_archive_bytes=64 * 1024, max_body_bytes=2048)
     running = serve(
         f"sqlite:///{tmp_path / 'small.db'}",
         make_backend=lambda: FakeBackend(_no_sandbox),

@@ -21,9 +21,9 @@ import uvicorn
 from sqlalchemy import select
 
 from evals import probes
-from service.api.settings import FrontSettings
 from service.app import create_app
 from service.backends.protocol import SandboxBackend
+from service.settings import Settings
 from service.store.db import make_engine, session_factory
 from service.store.models import Team
 from service.teams import create_team, create_token
@@ -116,7 +116,7 @@ def serve(
     *,
     max_containers: int = 2,
     make_backend: Callable[[], SandboxBackend] | None = None,
-    settings: FrontSettings | None = None,
+    settings: Settings | None = None,
 ) -> Server:
     """A control plane on a loopback port, in a thread of this process, with an admin token."""
     token = f"exh_test_admin_{uuid.uuid4().hex}"

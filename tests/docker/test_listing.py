@@ -18,8 +18,8 @@ import docker
 import httpx
 import pytest
 
-from service.api.settings import FrontSettings
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL
+from service.settings import Settings
 from tests.docker.conftest import Server, free_port, serve, serve_process, wait_healthy
 
 pytestmark = pytest.mark.docker
@@ -62,7 +62,7 @@ def test_listings_hold_container_slots_and_no_request_thread(
     # The box allows 1 container; or 2, of which the team may hold 1.
     server = start_server(
         max_containers=1 if team_cap is None else 2,
-        settings=FrontSettings(list_timeout_s=8),
+        settings=Settings(list_timeout_s=8),
     )
     token = server.token if team_cap is None else server.team_token("red", team_cap)
     answers: list[httpx.Response] = []
@@ -97,7 +97,7 @@ def test_listings_hold_container_slots_and_no_request_thread(
 
 
 def test_listing_failures_say_why(start_server: Callable[..., Server]) -> None:
-    server = start_server(settings=FrontSettings(list_timeout_s=3))
+    server = start_server(settings=Settings(list_timeout_s=3))
     cases: list[tuple[dict[str, str], str]] = [
         (suite("import time; time.sleep(60)"), "the suite's import took longer than 3 s"),
         (suite("import os; os._exit(3)"), "exited with code 3"),

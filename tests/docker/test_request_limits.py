@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator
 import pytest
 import sqlalchemy as sa
 
-from service.api.settings import FrontSettings
+from service.settings import Settings
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker
 
 GOOD = {"suite": "smoke", "model": {"provider": "faux", "id": "solution"}}
-LIMITS = FrontSettings(max_body_bytes=64 * 1024, max_planned_trials=100, max_variants=2)
+LIMITS = Settings(max_body_bytes=64 * 1024, max_planned_trials=100, max_variants=2)
 
 
 def _jobs(server: Server) -> int:

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from service.api.sessions import SESSION_COOKIE
-from service.api.settings import FrontSettings
+from service.settings import Settings
 from tests.docker.conftest import Server
 from tests.docker.peer import peer_running_job
 
@@ -80,7 +80,7 @@ def test_sessions_are_random_stored_hashed_and_end(start_server: Callable[..., S
 def test_the_secure_flag_is_set_when_the_setting_says(
     start_server: Callable[..., Server], forced: bool
 ) -> None:
-    server = start_server(settings=FrontSettings(cookie_secure=forced))
+    server = start_server(settings=Settings(cookie_secure=forced))
     response = httpx.post(f"{server.url}/ui/login", data={"token": server.token})
     attributes = [a.strip().lower() for a in response.headers["set-cookie"].split(";")]
     assert ("secure" in attributes) is forced

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from service.api.settings import FrontSettings
+from service.settings import Settings
 from tests.docker.conftest import Server
 from tests.docker.peer import peer_running_job
 
@@ -36,7 +36,7 @@ def _revoke_all(server: Server) -> None:
 def test_a_revoked_callers_stream_ends(
     start_server: Callable[..., Server], credential: str
 ) -> None:
-    server = start_server(settings=FrontSettings(stream_recheck_s=0.5))
+    server = start_server(settings=Settings(stream_recheck_s=0.5))
     token = server.team_token("red")
     job_id = peer_running_job(server.database_url, "red")  # runs as long as the test needs
     if credential == "bearer":

@@ -9,9 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from service import config
-from service.api.settings import FRONT_FIELDS, front_settings
-from service.settings import ConfigError, Settings, env_name, get_settings
+from service.settings import (
+    FRONT_FIELDS,
+    ConfigError,
+    Settings,
+    env_name,
+    front_settings,
+    get_settings,
+    max_containers,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^\|(?P<cells>.*)\|\s*$")
@@ -118,7 +124,7 @@ def test_a_bad_max_containers_names_the_variable_and_what_to_do(
 ) -> None:
     monkeypatch.setenv("EXAMHALL_MAX_CONTAINERS", value)
     with pytest.raises(ConfigError) as raised:
-        config.max_containers()
+        max_containers()
     message = str(raised.value)
     assert message.startswith(f"EXAMHALL_MAX_CONTAINERS={value!r} is not a positive integer;")
     assert "or unset it for the default" in message

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from sandbox.protocol import CaseInfo
-from service import config, task_suites
+from service import task_suites
 from service.api.access import NOT_FOUND, get_job, newest_jobs
 from service.api.auth import Caller, resolve
 from service.api.cancel import cancel_job
@@ -34,6 +34,7 @@ from service.domain.planner import (
 from service.domain.status import JobStatus
 from service.environments import EnvironmentProblem
 from service.listing import ListingBusy
+from service.settings import egress_policies
 from service.store.jobs import StoredSuite, create_job
 from service.store.teams import team_by_id
 from service.suites import SuiteError
@@ -127,7 +128,7 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
 
 def check_egress(c: Context, caller: Caller, policy: str) -> None:
     """The job's egress policy is one of the box's, and one its team may use."""
-    policies = config.egress_policies()
+    policies = egress_policies()
     if policy not in policies:
         raise JobInputError(
             ("body", "egress"),
