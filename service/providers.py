@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sandbox.conversation import ProviderError
+from sandbox.providers import WIRE_FORMATS
 from sandbox.providers.pricing import Price
 from sandbox.simulated import parse_coin, parse_grader
 from service.settings import get_settings
 
 BUILT_IN = ("faux", "simulated")
-KINDS = ("openai", "anthropic")
+# The wire formats the worker speaks are the kinds a providers file may name.
+KINDS = tuple(WIRE_FORMATS)
 DEFAULT_FILE = "providers.toml"
 
 
@@ -42,7 +44,7 @@ class ProvidersFileError(ValueError):
 @dataclass(frozen=True)
 class ProviderEntry:
     name: str
-    kind: Literal["openai", "anthropic"]
+    kind: str  # one of KINDS, checked as the file is read
     base_url: str
     key_env: str | None = None
     key_file: str | None = None

@@ -47,8 +47,8 @@ from service.backends.docker.debian_base import ImageBuildError, Progress
 from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
 from service.backends.docker.wheels import download_wheels, image_python
 from service.domain.agents import AGENTS, AgentEnvironment
-from service.environments.build import BuildError, BuildLog, run_build
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
+from service.environments.capped_build import BuildError, BuildLog, run_build
 from service.environments.errors import EnvironmentBuildError
 from service.environments.worker_layer import WORKDIR_LABEL
 

@@ -32,7 +32,13 @@ from service.backends.docker.debian_base import (
 )
 from service.backends.docker.images import HASH_LABEL, BuildContext
 from service.backends.docker.wheels import download_wheels, image_python
-from service.environments.build import BuildError, BuildLimits, BuildLog, remove_layers, run_build
+from service.environments.capped_build import (
+    BuildError,
+    BuildLimits,
+    BuildLog,
+    remove_layers,
+    run_build,
+)
 from service.environments.dockerfile import rewrite_images
 from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
 from service.environments.hashing import environment_digest

@@ -4,16 +4,15 @@ report built (`build_report`), and kept once the job can no longer change."""
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
 from datetime import UTC, datetime
 
 import numpy as np
 from sqlalchemy.orm import Session
 
-from service.cycles import collector_paused
+from service.collector_pause import collector_paused
 from service.domain.job_spec import JobSpec
 from service.domain.status import JobStatus, TrialStatus
+from service.lru import LRU
 from service.report.build import JobFacts, TrialFacts, build_report
 from service.report.columns import FIELDS, Columns
 from service.report.model import Report
@@ -43,33 +42,26 @@ assert TrialFacts._fields == REPORT_COLUMNS == FIELDS
 # load) is kept only once it can no longer change: finished, or cancelled with no trial
 # queued or running (the scheduler still drops those rows).
 # People's reviews change the report too (its agreement section): their marker is in the key.
-_REPORTS: OrderedDict[tuple[str, str, int | None, tuple[int, int, int]], Report] = OrderedDict()
-_REPORTS_KEPT = 8  # a 100k-trial report is a few MB
-_reports_lock = threading.Lock()
+# A 100k-trial report is a few MB.
+_REPORTS: LRU[tuple[str, str, int | None, tuple[int, int, int]], Report] = LRU(8)
 
 
 def clear_report_cache() -> None:
-    with _reports_lock:
-        _REPORTS.clear()
+    _REPORTS.clear()
 
 
 def job_report(session: Session, job: Job) -> Report:
     """The job's report. A cached one may be shared between callers (the model is frozen)."""
     key = (job.id, job.status, counts.version(session, job.id), reviews_marker(session, job.id))
-    with _reports_lock:
-        cached = _REPORTS.get(key)
-        if cached is not None:
-            _REPORTS.move_to_end(key)
-            return cached
+    cached = _REPORTS.get(key)
+    if cached is not None:
+        return cached
     with collector_paused():
         report, settled = _build_job_report(session, job)
         report = with_agreement(session, job.id, report)
     final = job.status == JobStatus.FINISHED or (job.status == JobStatus.CANCELLED and settled)
     if key[2] is not None or final:
-        with _reports_lock:
-            _REPORTS[key] = report
-            while len(_REPORTS) > _REPORTS_KEPT:
-                _REPORTS.popitem(last=False)
+        _REPORTS.put(key, report)
     return report
 
 

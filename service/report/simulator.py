@@ -3,7 +3,7 @@ design needs before it runs any (`examhall simulate`)."""
 
 from __future__ import annotations
 
-from service.report.seed_reference import Evaluation, check_positive_int, evaluate, seeded
+from service.report.reference_evaluator import Evaluation, check_positive_int, evaluate, seeded
 
 
 def simulate(tasks: int, p: float, k: int, seed: int) -> Evaluation:

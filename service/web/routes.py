@@ -34,7 +34,7 @@ from service.store.trials import grid_trials
 from service.teams import Principal, authenticate
 from service.web import pages
 from service.web.csrf import cross_site_problem
-from service.web.kept import JOB_PAGES
+from service.web.page_cache import JOB_PAGES
 
 JOBS_SHOWN = 200
 # A transcript longer than this is cut on the page; session.jsonl has all of it.

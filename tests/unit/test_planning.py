@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from service.report.commands import add_commands
-from service.report.seed_reference import FLOOR, Evaluation, evaluate, seeded
+from service.report.reference_evaluator import FLOOR, Evaluation, evaluate, seeded
 from service.report.simulator import simulate
 
 # --- mulberry32 ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The seed's reference evaluator, reproduced on purpose.
+"""The reference evaluator examhall began from (a JS script), reproduced on purpose.
 
 The reference draws from the JS mulberry32 generator. It is reproduced here bit for bit, so
 that `examhall simulate` (`service.report.simulator`) gives the very numbers the reference

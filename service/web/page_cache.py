@@ -11,34 +11,9 @@ as the finished text; nothing in it is marked safe.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+from service.lru import LRU
 
 PageKey = tuple[str, str, int, tuple[int, int, int], str]
 
 # A large job's page is a few hundred KB.
-KEPT = 16
-
-
-class KeptPages:
-    def __init__(self, size: int = KEPT) -> None:
-        self._pages: OrderedDict[PageKey, str] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, key: PageKey) -> str | None:
-        with self._lock:
-            page = self._pages.get(key)
-            if page is not None:
-                self._pages.move_to_end(key)
-            return page
-
-    def put(self, key: PageKey, page: str) -> None:
-        with self._lock:
-            self._pages[key] = page
-            self._pages.move_to_end(key)
-            while len(self._pages) > self._size:
-                self._pages.popitem(last=False)
-
-
-JOB_PAGES = KeptPages()
+JOB_PAGES: LRU[PageKey, str] = LRU(16)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.cycles import collector_paused
+from service.collector_pause import collector_paused
 
 
 @pytest.fixture(autouse=True)
