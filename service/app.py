@@ -29,8 +29,8 @@ from service.scheduler.prepare import make_preparer
 from service.settings import Settings, front_settings, get_settings
 from service.settings import token as checked_token
 from service.store.db import make_engine, migrate, session_factory
-from service.web.review_routes import register_review_web
-from service.web.routes import register_web
+from service.web import review_routes
+from service.web import routes as web_routes
 
 ADMIN_TOKEN_ENV = "EXAMHALL_ADMIN_TOKEN"
 
@@ -109,8 +109,10 @@ def create_app(
     app.include_router(v1)
     allow.install(app)
     app.include_router(health.router)
-    register_web(app)
-    register_review_web(app)
+    for exc_class, handler in web_routes.EXCEPTION_HANDLERS.items():
+        app.add_exception_handler(exc_class, handler)
+    app.include_router(web_routes.router)
+    app.include_router(review_routes.router)
     # An archive upload has a cap of its own; every other body has the general one.
     archive_cap = BodyCap(
         front.max_suite_archive_bytes,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, quote
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -141,82 +141,86 @@ def _next_url(c: Context, caller: Principal, job_id: str, after: str) -> str:
     return queue
 
 
-def register_review_web(app: FastAPI) -> None:
-    @app.get("/ui/jobs/{job_id}/review", include_in_schema=False)
-    def queue(job_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
-        return _queue(c, caller, job_id)
+# Pages, not API: left out of the OpenAPI schema. service/app.py includes the router.
+router = APIRouter(include_in_schema=False)
 
-    @app.post("/ui/jobs/{job_id}/review-sample", include_in_schema=False, dependencies=[SameOrigin])
-    async def draw(job_id: str, request: Request, c: Ctx, caller: UiCaller) -> Response:
-        fields = await _fields(request) or {}
-        size, seed = fields.get("size", ""), fields.get("seed", "")
 
-        def store() -> Response:
-            if not (size.strip().isdigit() and seed.strip().isdigit()):
-                error = "size and seed: enter whole numbers; no sample was drawn."
-                return _queue(c, caller, job_id, error=error, status=422, size=size, seed=seed)
-            try:
-                body = SampleRequest.model_validate({"size": int(size), "seed": int(seed)})
-            except ValidationError as exc:
-                return _queue(
-                    c, caller, job_id, error=_problem(exc), status=422, size=size, seed=seed
-                )
-            try:
-                with c.sessions.begin() as session:
-                    create_sample(session, caller, job_id, body)
-            except HTTPException as exc:
-                if exc.status_code == 404:
-                    return html(pages.not_found_page(str(exc.detail), caller.name), 404)
-                return _queue(c, caller, job_id, error=str(exc.detail), status=exc.status_code)
-            return redirect(f"/ui/jobs/{quote(job_id, safe='')}/review")
+@router.get("/ui/jobs/{job_id}/review")
+def queue(job_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
+    return _queue(c, caller, job_id)
 
-        return await run_in_threadpool(store)
 
-    @app.get("/ui/trials/{trial_id}/review", include_in_schema=False)
-    def review_form(trial_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
-        return _review(c, caller, trial_id)
+@router.post("/ui/jobs/{job_id}/review-sample", dependencies=[SameOrigin])
+async def draw(job_id: str, request: Request, c: Ctx, caller: UiCaller) -> Response:
+    fields = await _fields(request) or {}
+    size, seed = fields.get("size", ""), fields.get("seed", "")
 
-    @app.post("/ui/trials/{trial_id}/review", include_in_schema=False, dependencies=[SameOrigin])
-    async def review(trial_id: str, request: Request, c: Ctx, caller: UiCaller) -> Response:
-        fields = await _fields(request)
-
-        def store() -> Response:
-            if fields is None:
-                return _review(c, caller, trial_id, error="The form is too large.", status=413)
-            form = ReviewForm(
-                fields.get("verdict", ""), fields.get("note", ""), fields.get("reviewer", "")
-            )
-            if form.verdict not in ("pass", "fail"):
-                error = "Choose pass or fail before saving; nothing was saved."
-                return _review(c, caller, trial_id, form=form, error=error, status=422)
-            try:
-                body = ReviewRequest.model_validate(
-                    {
-                        "trial_id": trial_id,
-                        "verdict": form.verdict,
-                        "note": form.note,
-                        "reviewer": form.reviewer,
-                    }
-                )
-            except ValidationError as exc:
-                error = f"{_problem(exc)}; nothing was saved."
-                return _review(c, caller, trial_id, form=form, error=error, status=422)
+    def store() -> Response:
+        if not (size.strip().isdigit() and seed.strip().isdigit()):
+            error = "size and seed: enter whole numbers; no sample was drawn."
+            return _queue(c, caller, job_id, error=error, status=422, size=size, seed=seed)
+        try:
+            body = SampleRequest.model_validate({"size": int(size), "seed": int(seed)})
+        except ValidationError as exc:
+            return _queue(c, caller, job_id, error=_problem(exc), status=422, size=size, seed=seed)
+        try:
             with c.sessions.begin() as session:
-                try:
-                    trial = get_trial(session, caller, trial_id)
-                except HTTPException as exc:
-                    return html(pages.not_found_page(str(exc.detail), caller.name), 404)
-                job_id = trial.job_id
-                try:
-                    post_review(
-                        session, caller, job_id, body, reviewer_of(session, request, caller, "web")
-                    )
-                except JobInputError as exc:
-                    failed: str | None = exc.message
-                else:
-                    failed = None
-            if failed is not None:
-                return _review(c, caller, trial_id, form=form, error=failed, status=422)
-            return redirect(_next_url(c, caller, job_id, trial_id))
+                create_sample(session, caller, job_id, body)
+        except HTTPException as exc:
+            if exc.status_code == 404:
+                return html(pages.not_found_page(str(exc.detail), caller.name), 404)
+            return _queue(c, caller, job_id, error=str(exc.detail), status=exc.status_code)
+        return redirect(f"/ui/jobs/{quote(job_id, safe='')}/review")
 
-        return await run_in_threadpool(store)
+    return await run_in_threadpool(store)
+
+
+@router.get("/ui/trials/{trial_id}/review")
+def review_form(trial_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
+    return _review(c, caller, trial_id)
+
+
+@router.post("/ui/trials/{trial_id}/review", dependencies=[SameOrigin])
+async def review(trial_id: str, request: Request, c: Ctx, caller: UiCaller) -> Response:
+    fields = await _fields(request)
+
+    def store() -> Response:
+        if fields is None:
+            return _review(c, caller, trial_id, error="The form is too large.", status=413)
+        form = ReviewForm(
+            fields.get("verdict", ""), fields.get("note", ""), fields.get("reviewer", "")
+        )
+        if form.verdict not in ("pass", "fail"):
+            error = "Choose pass or fail before saving; nothing was saved."
+            return _review(c, caller, trial_id, form=form, error=error, status=422)
+        try:
+            body = ReviewRequest.model_validate(
+                {
+                    "trial_id": trial_id,
+                    "verdict": form.verdict,
+                    "note": form.note,
+                    "reviewer": form.reviewer,
+                }
+            )
+        except ValidationError as exc:
+            error = f"{_problem(exc)}; nothing was saved."
+            return _review(c, caller, trial_id, form=form, error=error, status=422)
+        with c.sessions.begin() as session:
+            try:
+                trial = get_trial(session, caller, trial_id)
+            except HTTPException as exc:
+                return html(pages.not_found_page(str(exc.detail), caller.name), 404)
+            job_id = trial.job_id
+            try:
+                post_review(
+                    session, caller, job_id, body, reviewer_of(session, request, caller, "web")
+                )
+            except JobInputError as exc:
+                failed: str | None = exc.message
+            else:
+                failed = None
+        if failed is not None:
+            return _review(c, caller, trial_id, form=form, error=failed, status=422)
+        return redirect(_next_url(c, caller, job_id, trial_id))
+
+    return await run_in_threadpool(store)

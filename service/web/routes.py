@@ -1,4 +1,4 @@
-"""The UI's routes under /ui, registered on the control plane's app.
+"""The UI's routes under /ui, as a router that service/app.py includes.
 
 They read the store with the API's own scoping (service/api/access.py), so a team sees the
 same jobs here as over the API, and another team's job is "not found" in both. Signing in
@@ -13,7 +13,7 @@ import re
 from typing import Annotated
 from urllib.parse import parse_qs, quote
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -151,92 +151,107 @@ def _trial_page(c: Context, caller: Principal, trial_id: str) -> HTMLResponse:
         )
 
 
-def register_web(app: FastAPI) -> None:
-    @app.exception_handler(LoginRequired)
-    async def login_required(request: Request, exc: Exception) -> Response:
-        target = exc.next_url if isinstance(exc, LoginRequired) else "/ui/jobs"
-        response = redirect(f"/ui/login?next={quote(safe_next(target), safe='/')}")
-        if request.cookies.get(SESSION_COOKIE):
-            # An expired or ended session: drop it so the browser stops presenting it.
-            response.delete_cookie(SESSION_COOKIE, path="/")
-        return response
+# Pages, not API: left out of the OpenAPI schema. service/app.py includes the router.
+router = APIRouter(include_in_schema=False)
 
-    @app.exception_handler(CrossSite)
-    async def cross_site(_request: Request, exc: Exception) -> Response:
-        message = f"{exc} Use the form on this site's own page."
-        return html(pages.refused_page(message), 403)
 
-    @app.get("/", include_in_schema=False)
-    def root() -> RedirectResponse:
-        return redirect("/ui/jobs")
-
-    @app.get("/ui", include_in_schema=False)
-    def ui_root() -> RedirectResponse:
-        return redirect("/ui/jobs")
-
-    @app.get("/ui/login", include_in_schema=False)
-    def login_form(next: str | None = None) -> HTMLResponse:
-        return html(pages.login_page(next_url=safe_next(next)))
-
-    @app.post("/ui/login", include_in_schema=False, dependencies=[SameOrigin])
-    async def login(request: Request, c: Ctx) -> Response:
-        fields = await form_fields(request)
-        token = fields.get("token", "").strip()
-        target = safe_next(fields.get("next"))
-        settings = c.settings
-
-        def sign_in() -> str | None:
-            with c.sessions.begin() as session:
-                if authenticate(session, token, c.admin_token) is None:
-                    return None
-                return open_session(session, token, settings.session_ttl_s)
-
-        session_id = await run_in_threadpool(sign_in) if token else None
-        if session_id is None:
-            page = pages.login_page("That token is unknown or revoked.", target)
-            return html(page, 401)
-        response = redirect(target)
-        response.set_cookie(
-            SESSION_COOKIE,
-            session_id,
-            max_age=settings.session_ttl_s,
-            httponly=True,
-            samesite="strict",
-            # Behind a TLS proxy the request arrives as plain HTTP: the setting says so.
-            secure=settings.cookie_secure or request.url.scheme == "https",
-            path="/",
-        )
-        return response
-
-    @app.post("/ui/logout", include_in_schema=False, dependencies=[SameOrigin])
-    def logout(request: Request, c: Ctx) -> RedirectResponse:
-        if session_id := request.cookies.get(SESSION_COOKIE):
-            with c.sessions.begin() as session:
-                close_session(session, session_id)
-        response = redirect("/ui/login")
+async def login_required(request: Request, exc: Exception) -> Response:
+    target = exc.next_url if isinstance(exc, LoginRequired) else "/ui/jobs"
+    response = redirect(f"/ui/login?next={quote(safe_next(target), safe='/')}")
+    if request.cookies.get(SESSION_COOKIE):
+        # An expired or ended session: drop it so the browser stops presenting it.
         response.delete_cookie(SESSION_COOKIE, path="/")
-        return response
+    return response
 
-    @app.get("/ui/jobs", include_in_schema=False)
-    def jobs(c: Ctx, caller: UiCaller) -> HTMLResponse:
-        with c.sessions() as session:
-            views = [job_view(session, job) for job in newest_jobs(session, caller, JOBS_SHOWN)]
-        return html(pages.jobs_page(views, caller.name))
 
-    @app.get("/ui/jobs/{job_id}", include_in_schema=False)
-    def job(job_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
-        return _job_page(c, caller, job_id)
+async def cross_site(_request: Request, exc: Exception) -> Response:
+    message = f"{exc} Use the form on this site's own page."
+    return html(pages.refused_page(message), 403)
 
-    @app.post("/ui/jobs/{job_id}/cancel", include_in_schema=False, dependencies=[SameOrigin])
-    def cancel(job_id: str, c: Ctx, caller: UiCaller) -> Response:
-        try:
-            cancel_job(c, caller, job_id)
-        except HTTPException as exc:
-            if exc.status_code == 404:
-                return html(pages.not_found_page(str(exc.detail), caller.name), 404)
-            # 409: it finished meanwhile; its page shows that.
-        return redirect(f"/ui/jobs/{quote(job_id, safe='')}")
 
-    @app.get("/ui/trials/{trial_id}", include_in_schema=False)
-    def trial(trial_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
-        return _trial_page(c, caller, trial_id)
+@router.get("/")
+def root() -> RedirectResponse:
+    return redirect("/ui/jobs")
+
+
+@router.get("/ui")
+def ui_root() -> RedirectResponse:
+    return redirect("/ui/jobs")
+
+
+@router.get("/ui/login")
+def login_form(next: str | None = None) -> HTMLResponse:
+    return html(pages.login_page(next_url=safe_next(next)))
+
+
+@router.post("/ui/login", dependencies=[SameOrigin])
+async def login(request: Request, c: Ctx) -> Response:
+    fields = await form_fields(request)
+    token = fields.get("token", "").strip()
+    target = safe_next(fields.get("next"))
+    settings = c.settings
+
+    def sign_in() -> str | None:
+        with c.sessions.begin() as session:
+            if authenticate(session, token, c.admin_token) is None:
+                return None
+            return open_session(session, token, settings.session_ttl_s)
+
+    session_id = await run_in_threadpool(sign_in) if token else None
+    if session_id is None:
+        page = pages.login_page("That token is unknown or revoked.", target)
+        return html(page, 401)
+    response = redirect(target)
+    response.set_cookie(
+        SESSION_COOKIE,
+        session_id,
+        max_age=settings.session_ttl_s,
+        httponly=True,
+        samesite="strict",
+        # Behind a TLS proxy the request arrives as plain HTTP: the setting says so.
+        secure=settings.cookie_secure or request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+@router.post("/ui/logout", dependencies=[SameOrigin])
+def logout(request: Request, c: Ctx) -> RedirectResponse:
+    if session_id := request.cookies.get(SESSION_COOKIE):
+        with c.sessions.begin() as session:
+            close_session(session, session_id)
+    response = redirect("/ui/login")
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@router.get("/ui/jobs")
+def jobs(c: Ctx, caller: UiCaller) -> HTMLResponse:
+    with c.sessions() as session:
+        views = [job_view(session, job) for job in newest_jobs(session, caller, JOBS_SHOWN)]
+    return html(pages.jobs_page(views, caller.name))
+
+
+@router.get("/ui/jobs/{job_id}")
+def job(job_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
+    return _job_page(c, caller, job_id)
+
+
+@router.post("/ui/jobs/{job_id}/cancel", dependencies=[SameOrigin])
+def cancel(job_id: str, c: Ctx, caller: UiCaller) -> Response:
+    try:
+        cancel_job(c, caller, job_id)
+    except HTTPException as exc:
+        if exc.status_code == 404:
+            return html(pages.not_found_page(str(exc.detail), caller.name), 404)
+        # 409: it finished meanwhile; its page shows that.
+    return redirect(f"/ui/jobs/{quote(job_id, safe='')}")
+
+
+@router.get("/ui/trials/{trial_id}")
+def trial(trial_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
+    return _trial_page(c, caller, trial_id)
+
+
+# The app's handlers for what the pages' dependencies raise (service/app.py installs them).
+EXCEPTION_HANDLERS = {LoginRequired: login_required, CrossSite: cross_site}
