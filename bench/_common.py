@@ -119,7 +119,7 @@ def write_json(name: str, data: dict[str, Any], path: str | None = None) -> Path
 def sandbox_image() -> str:
     import docker
 
-    from service.backends.docker.images import ensure_sandbox_image
+    from service.images.sandbox_image import ensure_sandbox_image
 
     client = docker.from_env()
     try:

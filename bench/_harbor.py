@@ -68,19 +68,19 @@ def runner_image(progress: Progress = _stderr) -> str:
     of the package index, so pip runs offline in the build, from its own wheel."""
     import docker
 
-    from service.backends.docker.debian_base import (
+    from service.images.debian_base import (
         DEBIAN_BASE_REPO,
         bootstrap_debian_base,
         pull_if_missing,
     )
-    from service.backends.docker.images import (
+    from service.images.sandbox_image import (
         HASH_LABEL,
         BuildContext,
         build_image,
         fields_digest,
         is_current,
     )
-    from service.backends.docker.wheels import download_wheels, image_glibc, python_version
+    from service.images.wheels import download_wheels, image_glibc, python_version
 
     client = docker.from_env()
     try:

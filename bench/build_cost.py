@@ -30,7 +30,7 @@ _SIDE = r"""
 import dataclasses, json, sys, time
 from pathlib import Path
 import docker
-from service.backends.docker.images import ensure_sandbox_image
+from service.images.sandbox_image import ensure_sandbox_image
 from service.environments import EnvironmentBuilder, directory_source
 
 root, nonce = Path(sys.argv[1]), sys.argv[2]

@@ -20,7 +20,7 @@ import docker
 from _common import median, table, write_json
 from docker.types import ServiceMode
 
-from service.backends.docker.images import ensure_sandbox_image
+from service.images.sandbox_image import ensure_sandbox_image
 from tests.swarm.cluster import (
     Cluster,
     ensure_node_image,

@@ -1,7 +1,7 @@
 # The control plane of the shared eval box (the HTTP API and the scheduler), run by compose.yaml.
 # It starts each trial's sandbox through the Docker socket that compose.yaml mounts into this
 # container only, and builds the sandbox image on its first start from the copies of docker/
-# and sandbox/ below (service/backends/docker/images.py looks for them beside service/).
+# and sandbox/ below (service/images/sandbox_image.py looks for them beside service/).
 #
 # The context is laid out like the repository. Two ways to build it:
 # - `examhall box build` (service/cli/box.py) adds wheels/ with the dependencies downloaded on the

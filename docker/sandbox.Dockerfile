@@ -1,7 +1,7 @@
 # The exam hall: every trial runs in a fresh container of this image.
-# Built by service/backends/docker/images.py, which sends a context of just this file (as
+# Built by service/images/sandbox_image.py, which sends a context of just this file (as
 # "Dockerfile") and the sandbox/ package. The package is stdlib-only, so any base with
-# python3 >= 3.11 will do; when BASE cannot be pulled, service/backends/docker/debian_base.py
+# python3 >= 3.11 will do; when BASE cannot be pulled, service/images/debian_base.py
 # bootstraps a Debian base with debootstrap.
 ARG BASE=python:3.12-slim
 FROM ${BASE}

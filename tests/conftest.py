@@ -16,8 +16,8 @@ import pytest
 
 from sandbox.protocol import ModelRef, RunSpec, SuiteBundle
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
-from service.backends.docker.build_network import PROXY, remove_build_network
-from service.backends.docker.images import ensure_sandbox_image
+from service.images.build_network import PROXY, remove_build_network
+from service.images.sandbox_image import ensure_sandbox_image
 from service.launch.launcher import Launcher
 from service.launch.trial import TrialRecord, run_trial
 from service.suites import load_suite

@@ -23,8 +23,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.backends.docker.debian_base import ImageBuildError, Progress, pull_if_missing
-from service.backends.docker.images import (
+from service.images.debian_base import ImageBuildError, Progress, pull_if_missing
+from service.images.sandbox_image import (
     BASE_ENV,
     BASE_LABEL,
     DEFAULT_BASE,
@@ -37,7 +37,7 @@ from service.backends.docker.images import (
     resolve_base,
     tree_files,
 )
-from service.backends.docker.wheels import download_wheels, python_version
+from service.images.wheels import download_wheels, python_version
 
 CONTROL_PLANE_REPO = "examhall/control-plane"
 POSTGRES_REPO = "examhall/postgres"

@@ -17,8 +17,7 @@ import httpx
 
 from sandbox.protocol import Limits, ModelRef
 from sandbox.providers.client import Budget
-from service.backends.docker import DockerBackend, DockerSettings, images
-from service.backends.docker.agent_images import ensure_agent_image
+from service.backends.docker import DockerBackend, DockerSettings
 from service.backends.protocol import FoundSandbox, SandboxError
 from service.backends.registry import create_backend
 from service.cli import listen
@@ -29,6 +28,8 @@ from service.cli.local import local_control_plane
 from service.cli.remote import add_remote_commands
 from service.domain.agents import AGENTS
 from service.domain.job_spec import JobLimits, ModelSpec, VariantSpec
+from service.images import sandbox_image
+from service.images.agent_images import ensure_agent_image
 from service.launch.launcher import Launcher
 from service.launch.trial import TrialRecord, launch_trial
 from service.owners import owner_gone
@@ -78,7 +79,9 @@ def _positive(kind: type[float] | type[int]) -> Any:
 
 def cmd_image_build(args: argparse.Namespace) -> int:
     client = _client()
-    ref = images.ensure_sandbox_image(client, base=args.base, force=args.force, progress=_progress)
+    ref = sandbox_image.ensure_sandbox_image(
+        client, base=args.base, force=args.force, progress=_progress
+    )
     if args.agent:
         agent = AGENTS[args.agent]
         ref = ensure_agent_image(client, ref, agent.name, agent.requirement, progress=_progress)
@@ -287,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="image_command", required=True
     )
     build = image.add_parser("build", help="build the sandbox image (skipped when up to date)")
-    build.add_argument("--base", help=f"base image (default {images.DEFAULT_BASE})")
+    build.add_argument("--base", help=f"base image (default {sandbox_image.DEFAULT_BASE})")
     build.add_argument("--force", action="store_true", help="rebuild even when up to date")
     build.add_argument(
         "--agent",

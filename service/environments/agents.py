@@ -41,16 +41,16 @@ import docker.errors
 import requests
 
 from sandbox.external import AGENT_BIN
-from service.backends.docker.agent_images import recipe_dir
-from service.backends.docker.capped import OWNER_LABEL, Caps
-from service.backends.docker.debian_base import ImageBuildError, Progress
-from service.backends.docker.images import HASH_LABEL, BuildContext, fields_digest
-from service.backends.docker.wheels import download_wheels, image_python
 from service.domain.agents import AGENTS, AgentEnvironment
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
-from service.environments.capped_build import BuildError, BuildLog, run_build
 from service.environments.errors import EnvironmentBuildError
 from service.environments.worker_layer import WORKDIR_LABEL
+from service.images.agent_images import recipe_dir
+from service.images.capped import OWNER_LABEL, Caps
+from service.images.capped_build import BuildError, BuildLog, run_build
+from service.images.debian_base import ImageBuildError, Progress
+from service.images.sandbox_image import HASH_LABEL, BuildContext, fields_digest
+from service.images.wheels import download_wheels, image_python
 
 AGENT_LABEL = "examhall.agent"
 _PIP_RECIPE_VERSION = "2"

@@ -20,25 +20,6 @@ from urllib.parse import urlsplit
 import docker
 import docker.errors
 
-from service.backends.docker.build_network import DEFAULT_EGRESS, ensure_build_network
-from service.backends.docker.capped import Caps
-from service.backends.docker.debian_base import (
-    DEBIAN_BASE_REPO,
-    ImageBuildError,
-    Progress,
-    bootstrap_debian_base,
-    debian_suite,
-    find_mirror,
-)
-from service.backends.docker.images import HASH_LABEL, BuildContext
-from service.backends.docker.wheels import download_wheels, image_python
-from service.environments.capped_build import (
-    BuildError,
-    BuildLimits,
-    BuildLog,
-    remove_layers,
-    run_build,
-)
 from service.environments.dockerfile import rewrite_images
 from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
 from service.environments.hashing import environment_digest
@@ -56,6 +37,25 @@ from service.environments.worker_layer import (
     layer_context,
     recipe_fingerprint,
 )
+from service.images.build_network import DEFAULT_EGRESS, ensure_build_network
+from service.images.capped import Caps
+from service.images.capped_build import (
+    BuildError,
+    BuildLimits,
+    BuildLog,
+    remove_layers,
+    run_build,
+)
+from service.images.debian_base import (
+    DEBIAN_BASE_REPO,
+    ImageBuildError,
+    Progress,
+    bootstrap_debian_base,
+    debian_suite,
+    find_mirror,
+)
+from service.images.sandbox_image import HASH_LABEL, BuildContext
+from service.images.wheels import download_wheels, image_python
 from service.settings import Settings, env_name, get_settings
 
 ENV_REPO = "examhall/env"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from service.backends.docker.images import fields_digest
+from service.images.sandbox_image import fields_digest
 
 
 def environment_digest(

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import docker
 import docker.errors
 
-from service.backends.docker.debian_base import DEBIAN_BASE_REPO, debian_suite
 from service.environments.errors import EnvironmentProblem
+from service.images.debian_base import DEBIAN_BASE_REPO, debian_suite
 from service.settings import ConfigError, env_name
 
 MAP_ENV = env_name("image_map")

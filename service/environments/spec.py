@@ -10,10 +10,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from service.backends.docker.debian_base import DEBIAN_BASE_REPO, debian_suite
 from service.domain.requirements import PinnedRequirement
 from service.environments.references import check_base
 from service.environments.worker_layer import reaches_worker
+from service.images.debian_base import DEBIAN_BASE_REPO, debian_suite
 from service.settings import Settings
 
 # Debian policy 5.6.1: lower case letters, digits, + - . ; at least two characters.

@@ -25,9 +25,9 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.backends.docker.capped import CappedRunError, Caps, run_capped
-from service.backends.docker.images import BuildContext, fields_digest, repo_root
 from service.environments.errors import EnvironmentProblem
+from service.images.capped import CappedRunError, Caps, run_capped
+from service.images.sandbox_image import BuildContext, fields_digest, repo_root
 
 # Bump when the layer's recipe changes in a way its files do not show; it is in every
 # environment's content hash, so a bump rebuilds them all.

@@ -29,7 +29,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import case_environments, task_suites
-from service.backends.docker.capped import reap_capped
 from service.backends.protocol import BuildsImages, SandboxBackend
 from service.domain.agents import AgentEnvironment
 from service.domain.job_spec import JobSpec
@@ -44,6 +43,7 @@ from service.environments import (
     ensure_agent_layer,
 )
 from service.environments.cache import ImageCache
+from service.images.capped import reap_capped
 from service.owners import owner_gone
 from service.scheduler.build_progress import WRITE_EVERY_S, BuildProgress
 from service.store import environments as builds

@@ -28,8 +28,8 @@ import httpx
 import pytest
 
 from service.backends.docker import LABEL_JOB, LABEL_OWNER
-from service.backends.docker.images import BASE_LABEL, SANDBOX_REPO, resolve_base, sandbox_base
 from service.cli.box import ADMIN_TOKEN_KEY, read_env_file
+from service.images.sandbox_image import BASE_LABEL, SANDBOX_REPO, resolve_base, sandbox_base
 from tests.docker.conftest import free_port
 
 # On a new machine the first run also bootstraps the Debian base and builds PostgreSQL with

@@ -24,21 +24,21 @@ import docker
 import docker.errors
 import pytest
 
-from service.backends.docker.build_pen import PEN_LABEL, build_pen, pens_possible
-from service.backends.docker.capped import (
-    CAPPED_LABEL,
-    OWNER_LABEL,
-    CappedRunError,
-    Caps,
-    reap_capped,
-    run_capped,
-)
 from service.environments import (
     BuiltEnvironment,
     EnvironmentBuilder,
     EnvironmentBuildError,
     EnvironmentSource,
     dockerfile_source,
+)
+from service.images.build_pen import PEN_LABEL, build_pen, pens_possible
+from service.images.capped import (
+    CAPPED_LABEL,
+    OWNER_LABEL,
+    CappedRunError,
+    Caps,
+    reap_capped,
+    run_capped,
 )
 from service.owners import owner_gone
 from service.settings import Settings

@@ -11,9 +11,9 @@ import pytest
 
 from sandbox.protocol import ModelRef, RunSpec
 from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.docker.agent_images import ensure_agent_image
 from service.domain.agents import AGENTS
 from service.gateway import Budget, TrialGateway
+from service.images.agent_images import ensure_agent_image
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
 from service.providers import ProviderEntry

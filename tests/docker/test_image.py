@@ -9,7 +9,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from service.backends.docker.images import (
+from service.images.sandbox_image import (
     BASE_LABEL,
     HASH_LABEL,
     SANDBOX_REPO,

@@ -41,15 +41,15 @@ from docker.models.networks import Network
 from docker.types import Mount
 from docker.utils import parse_repository_tag
 
-from service.backends.docker.debian_base import DEBIAN_BASE_REPO, debian_suite, resolve_base
-from service.backends.docker.images import (
+from service.cli.box import ensure_registry_image as box_registry_image
+from service.images.debian_base import DEBIAN_BASE_REPO, debian_suite, resolve_base
+from service.images.sandbox_image import (
     HASH_LABEL,
     BuildContext,
     build_image,
     ensure_sandbox_image,
     is_current,
 )
-from service.cli.box import ensure_registry_image as box_registry_image
 
 Progress = Callable[[str], None]
 

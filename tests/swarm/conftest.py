@@ -15,8 +15,8 @@ import docker
 import docker.errors
 import pytest
 
-from service.backends.docker.debian_base import ImageBuildError
 from service.backends.swarm import SwarmBackend
+from service.images.debian_base import ImageBuildError
 from tests.swarm.backends import swarm_backend
 from tests.swarm.cluster import Cluster, ClusterError, push_sandbox_image, reap_orphans
 

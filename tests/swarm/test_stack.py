@@ -27,7 +27,6 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from service.backends.docker.images import BASE_ENV
 from service.cli.box import (
     IMAGE_KEY,
     POSTGRES_IMAGE_KEY,
@@ -35,6 +34,7 @@ from service.cli.box import (
     read_env_file,
     update_env_file,
 )
+from service.images.sandbox_image import BASE_ENV
 from tests.swarm.cluster import ENGINE_LABEL, ENGINE_PORT, LABEL_CLUSTER, Cluster, reap_orphans
 from tests.swarm.conftest import host_swarm_state
 

@@ -6,7 +6,6 @@ import stat
 import tomllib
 from pathlib import Path
 
-from service.backends.docker.images import repo_root
 from service.cli.box import (
     ADMIN_TOKEN_KEY,
     IMAGE_KEY,
@@ -18,6 +17,7 @@ from service.cli.box import (
     requirements,
     update_env_file,
 )
+from service.images.sandbox_image import repo_root
 
 
 def test_update_keeps_the_operators_lines_and_replaces_only_given_keys(tmp_path: Path) -> None:

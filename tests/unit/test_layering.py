@@ -8,6 +8,8 @@
 - service.store never imports service.report, service.api or service.web;
 - service.report never imports service.api or service.web;
 - service.backends never imports service.domain, service.api or service.web;
+- service.images (building on the engine) knows nothing of jobs, the store, the backends
+  that run its images, the environments built with it, the API or the web;
 - service.api never imports service.web;
 - service.app, the composition root, sits on top and is imported by the CLI alone.
 """
@@ -140,6 +142,23 @@ def test_backends_know_nothing_of_the_domain_the_api_or_the_web() -> None:
         ("service.backends",), ("service.domain", "service.api", "service.web", "service.app")
     )
     assert found == [], "a backend runs sandboxes; what a job means is not its business"
+
+
+def test_image_building_knows_nothing_of_what_runs_its_images() -> None:
+    found = violations(
+        ("service.images",),
+        (
+            "service.domain",
+            "service.store",
+            "service.backends",
+            "service.environments",
+            "service.scheduler",
+            "service.api",
+            "service.web",
+            "service.app",
+        ),
+    )
+    assert found == [], "service.images builds; the backends and environments use it"
 
 
 def test_the_api_knows_nothing_of_the_web() -> None:

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from sandbox.seccomp_filter import profile_text
-from service.backends.docker.images import load_context
 from service.backends.docker.seccomp import profile_json
+from service.images.sandbox_image import load_context
 
 # What no trial may call, whatever the arguments (issue 11 section 3).
 NEVER = {

@@ -41,7 +41,7 @@ def create(
     progress: Callable[[str], None], client: docker.DockerClient | None = None
 ) -> DockerBackend:
     """The backend on the local engine, with the sandbox image built (or found) first."""
-    from service.backends.docker.images import ensure_sandbox_image
+    from service.images.sandbox_image import ensure_sandbox_image
 
     try:
         client = client or docker.from_env()

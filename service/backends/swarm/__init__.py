@@ -33,7 +33,7 @@ def create(
 ) -> SwarmBackend:
     """The backend on the swarm EXAMHALL_SWARM_MANAGER names, with the sandbox image built
     on this control plane's engine and pushed to the box's registry first."""
-    from service.backends.docker.images import ensure_sandbox_image
+    from service.images.sandbox_image import ensure_sandbox_image
 
     settings = get_settings()
     if not settings.swarm_registry:

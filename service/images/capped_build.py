@@ -24,8 +24,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from service.backends.docker.build_pen import build_pen
-from service.backends.docker.debian_base import Progress
+from service.images.build_pen import build_pen
+from service.images.debian_base import Progress
 
 _STEP = re.compile(r"^Step \d+/\d+ : ")
 _FROM_STEP = re.compile(r"^Step \d+/\d+ : FROM ", re.IGNORECASE)

@@ -16,8 +16,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.backends.docker.capped import CappedRunError, Caps, run_capped
-from service.backends.docker.debian_base import ImageBuildError, Progress
+from service.images.capped import CappedRunError, Caps, run_capped
+from service.images.debian_base import ImageBuildError, Progress
 
 # What manylinux wheels an image takes: the oldest policy any current wheel is built for,
 # up to the image's glibc (a wheel for a newer glibc would not load).

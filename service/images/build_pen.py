@@ -26,7 +26,7 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from service.backends.docker.capped import OWNER_LABEL
+from service.images.capped import OWNER_LABEL
 
 PEN_LABEL = "examhall.build-pen"
 _CGROUP_LINE = re.compile(r"^\d+:(?:[^:]*,)?pids(?:,[^:]*)?:(/\S*)$", re.MULTILINE)

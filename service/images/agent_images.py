@@ -16,15 +16,15 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.backends.docker.debian_base import Progress
-from service.backends.docker.images import (
+from service.images.debian_base import Progress
+from service.images.sandbox_image import (
     HASH_LABEL,
     BuildFailed,
     ImageBuildError,
     repo_root,
     stream_build,
 )
-from service.backends.docker.wheels import download_wheels, python_version
+from service.images.wheels import download_wheels, python_version
 
 
 def recipe_dir(name: str) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from service.backends.docker.debian_base import ImageBuildError, Progress, resolve_base
+from service.images.debian_base import ImageBuildError, Progress, resolve_base
 from service.settings import Settings, get_settings
 
 __all__ = [
@@ -98,7 +98,7 @@ def repo_root() -> Path:
     """The source checkout examhall runs from (it must be an editable install)."""
     # This module's own path rather than service.__file__: an editable install made before
     # service/__init__.py existed imports `service` as a namespace package with no __file__.
-    return Path(__file__).resolve().parents[3]
+    return Path(__file__).resolve().parents[2]
 
 
 def sandbox_base(base: str | None = None) -> str:
