@@ -23,6 +23,8 @@ from service.store.models import Team
 
 TOKEN_PREFIX = "exh_"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+# A team's weight at the queue: past a thousand to one, a share stops meaning a turn.
+MAX_SHARE = 1000
 
 
 class TeamError(ValueError):
@@ -47,8 +49,10 @@ def create_team(
     name: str,
     max_containers: int | None = None,
     egress: Sequence[str] | None = None,
+    share: int | None = None,
 ) -> Team:
-    """A new team; `egress` lists the egress policies its jobs may name (None: every one)."""
+    """A new team; `egress` lists the egress policies its jobs may name (None: every one),
+    `share` its weight when teams take turns at the queue (None: 1)."""
     for policy in egress or ():
         if not POLICY_NAME.match(policy):
             raise TeamError(
@@ -62,9 +66,11 @@ def create_team(
         )
     if max_containers is not None and max_containers < 1:
         raise TeamError(f"max_containers must be at least 1, not {max_containers}.")
+    if share is not None and not 1 <= share <= MAX_SHARE:
+        raise TeamError(f"share must be from 1 to {MAX_SHARE}, not {share}.")
     if stored.team_by_name(session, name) is not None:
         raise TeamError(f"Team {name!r} already exists.")
-    return stored.add_team(session, name, max_containers, egress)
+    return stored.add_team(session, name, max_containers, egress, share)
 
 
 def egress_allowed(team: Team | None, policy: str) -> str | None:

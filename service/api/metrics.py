@@ -56,6 +56,16 @@ def render(
     by_status = stored.active_by_status(session)
     family("examhall_queue_depth", "gauge", "Trials waiting for a container.")
     lines.append(_line("examhall_queue_depth", by_status.get(TrialStatus.QUEUED, 0)))
+    teams = stored.queue_by_team(session)
+    family("examhall_team_queue_depth", "gauge", "Trials waiting, by team (served by share).")
+    for team in teams:
+        lines.append(_line("examhall_team_queue_depth", team.queued, team=team.team))
+    family("examhall_team_trials_running", "gauge", "Trials running, by team.")
+    for team in teams:
+        lines.append(_line("examhall_team_trials_running", team.running, team=team.team))
+    family("examhall_team_share", "gauge", "Each waiting or running team's share of the turns.")
+    for team in teams:
+        lines.append(_line("examhall_team_share", team.share, team=team.team))
     family("examhall_trials_running", "gauge", "Trials running, across every control plane.")
     lines.append(_line("examhall_trials_running", by_status.get(TrialStatus.RUNNING, 0)))
     family("examhall_containers_running", "gauge", "Sandbox containers this control plane runs.")

@@ -30,8 +30,10 @@ def cmd_create_team(args: argparse.Namespace) -> int:
             if args.egress is None
             else [p.strip() for p in args.egress.split(",") if p.strip()]
         )
-        team = create_team(session, args.name, args.max_containers, egress)
+        team = create_team(session, args.name, args.max_containers, egress, args.share)
         cap = f", at most {team.max_containers} containers" if team.max_containers else ""
+        if team.share is not None:
+            cap += f", a share of {team.share}"
         if team.egress is not None:
             cap += f", egress policies {team.egress or 'none'} (and offline)"
     print(f"Created team {args.name}{cap}.")
@@ -54,12 +56,12 @@ def cmd_teams(args: argparse.Namespace) -> int:
     with _sessions(args)() as session:
         jobs = stored.jobs_per_team(session)
         tokens = stored.live_tokens_per_team(session)
-        print(f"{'team':24} {'max containers':>14} {'tokens':>6} {'jobs':>6}  egress")
+        print(f"{'team':24} {'max containers':>14} {'share':>5} {'tokens':>6} {'jobs':>6}  egress")
         for team in stored.teams_by_name(session):
             cap = str(team.max_containers) if team.max_containers else "-"
             egress = "every policy" if team.egress is None else team.egress or "offline only"
             print(
-                f"{team.name:24} {cap:>14} {tokens.get(team.id, 0):>6} "
+                f"{team.name:24} {cap:>14} {team.share or 1:>5} {tokens.get(team.id, 0):>6} "
                 f"{jobs.get(team.id, 0):>6}  {egress}"
             )
     return 0
@@ -108,6 +110,11 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--egress",
         help="comma-separated egress policies its jobs may name (EXAMHALL_EGRESS_POLICIES); "
         "default every one, '' none but offline",
+    )
+    team.add_argument(
+        "--share",
+        type=int,
+        help="its weight when teams take turns at the queue (default 1: an equal turn)",
     )
     team.set_defaults(func=_run(cmd_create_team))
 

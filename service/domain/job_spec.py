@@ -217,6 +217,13 @@ class JobRequest(BaseModel):
         description="at most this many of the job's trials run at once (at most the team's "
         "container cap); unset: as many as the box's and the team's caps allow",
     )
+    priority: StrictInt = Field(
+        default=0,
+        ge=-100,
+        le=100,
+        description="within its team's turns at the queue, a job of higher priority is served "
+        "first, then the older; teams take turns by their shares whatever their priorities",
+    )
 
     @field_validator("variants")
     @classmethod
@@ -306,6 +313,7 @@ class JobSpec(BaseModel):
     judge_model: ModelSpec | None = None
     judge_limits: JudgeLimits = Field(default_factory=JudgeLimits)
     concurrency: int | None = None
+    priority: int = 0
 
     def variant(self, name: str) -> VariantSpec:
         return self.variants[name]

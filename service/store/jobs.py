@@ -67,6 +67,7 @@ def create_job(
         max_infra_retries=request.max_infra_retries,
         planned=planned,
         concurrency=request.concurrency,
+        priority=request.priority,
         image=image,
         image_digest=image_digest,
         service_version=__version__,

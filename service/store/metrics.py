@@ -10,7 +10,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from service.domain.status import TrialStatus
-from service.store.models import Job, Trial
+from service.store.models import Job, JobCounts, Team, Trial
 from service.store.queries import dict_of
 
 
@@ -32,6 +32,43 @@ def active_by_status(session: Session) -> dict[Any, int]:
         .where(Trial.status.in_((TrialStatus.QUEUED, TrialStatus.RUNNING)))
         .group_by(Trial.status),
     )
+
+
+@dataclass(frozen=True)
+class TeamQueue:
+    """A team's place at the queue (service/store/queue.py serves teams in turn by share)."""
+
+    team: str  # its name; "admin" for jobs an admin token submitted
+    share: int
+    queued: int
+    running: int
+
+
+def queue_by_team(session: Session) -> list[TeamQueue]:
+    """Every team with trials queued or running, by name, from the jobs' counts rows."""
+    rows = session.execute(
+        select(
+            Team.name,
+            Team.share,
+            func.sum(JobCounts.queued),
+            func.sum(JobCounts.running),
+        )
+        .select_from(Job)
+        .join(JobCounts, JobCounts.job_id == Job.id)
+        .outerjoin(Team, Team.id == Job.team_id)
+        .where((JobCounts.queued > 0) | (JobCounts.running > 0))
+        .group_by(Team.name, Team.share)
+    )
+    teams = [
+        TeamQueue(name or ADMIN_QUEUE, share or 1, int(queued or 0), int(running or 0))
+        for name, share, queued, running in rows
+    ]
+    return sorted(teams, key=lambda t: t.team)
+
+
+# What the queue's tables call the jobs of admin tokens, which belong to no team: no team's
+# name can be it (names are letters, digits, '-' and '_').
+ADMIN_QUEUE = "(admin)"
 
 
 def jobs_by_status(session: Session) -> dict[Any, int]:

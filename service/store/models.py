@@ -79,6 +79,8 @@ class Team(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime)
     # The egress policies its jobs may name, comma-separated; None: every policy of the box.
     egress: Mapped[str | None] = mapped_column(Text)
+    # Its weight when teams take turns at the queue (service/store/queue.py); None: 1.
+    share: Mapped[int | None] = mapped_column(Integer)
 
 
 class Token(Base):
@@ -143,6 +145,8 @@ class Job(Base):
     error: Mapped[str | None] = mapped_column(Text)
     # At most this many of its trials run at once, box-wide; None: as the caps allow.
     concurrency: Mapped[int | None] = mapped_column(Integer)
+    # Within its team, a job of higher priority is served first, then the older.
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # While the job is `building`: each task's environment build, case id -> its state, as
     # the preparer last wrote it (service/scheduler/build_progress.py). On the job's row so
     # that the event stream of any control plane reads it with the job it reads anyway.

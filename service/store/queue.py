@@ -8,6 +8,7 @@ state it expects, so a row another plane changed meanwhile is never taken from i
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -30,52 +31,36 @@ class Claimed(NamedTuple):
 def claim(
     sessions: sessionmaker[Session], owner: str, limit: int, local_teams: Sequence[str | None]
 ) -> list[Claimed]:
-    """Mark the next queued trials running for `owner`, in job then plan order, within each
-    team's container cap and each job's own concurrency. `local_teams` holds a team for each
-    container slot this plane has taken outside the queue (suite listings), counted against
-    its team's cap."""
+    """Mark the next queued trials running for `owner`: teams take turns in proportion to
+    their shares, by what each runs box-wide (all control planes); within a team, jobs go by
+    priority, then age, then plan order; every team's container cap and job's concurrency
+    holds. `local_teams` holds a team for each container slot this plane has taken outside
+    the queue (suite listings), counted as that team's running container."""
     with sessions.begin() as session:
         take_turns(session.connection(), CLAIM_LOCK)
         postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
         queue = (
-            select(Trial, Job.created_at, Job.team_id)
+            select(Trial, Job.priority, Job.created_at)
             .join(Job, Job.id == Trial.job_id)
             .where(Trial.status == TrialStatus.QUEUED, Job.status != JobStatus.CANCELLED)
-            .order_by(Job.created_at, Trial.order, Trial.attempt)
+            .order_by(Job.priority.desc(), Job.created_at, Trial.order, Trial.attempt)
         )
         if postgres:
             queue = queue.with_for_update(skip_locked=True, of=Trial)
         room = team_room(session)
+        running = running_per_team(session)
         for team_id in local_teams:
+            running[team_id] = running.get(team_id, 0) + 1
             if team_id in room:
                 room[team_id] -= 1
         jobs = job_room(session)
-        # Capped teams and jobs are queried apart, each for no more than its room, so a
-        # capped team's or job's long queue can never crowd the others out of the window.
-        free = queue.where(
-            or_(Job.team_id.is_(None), Job.team_id.not_in(room)), Job.id.not_in(jobs)
-        )
-        picks = list(session.execute(free.limit(limit)).all())
-        for team_id, team_free in room.items():
-            if team_free > 0:
-                capped = queue.where(Job.team_id == team_id, Job.id.not_in(jobs))
-                picks += session.execute(capped.limit(min(team_free, limit))).all()
-        for job_id, job_free in jobs.items():
-            if job_free > 0:
-                capped = queue.where(Trial.job_id == job_id)
-                picks += session.execute(capped.limit(min(job_free, limit))).all()
-        picks.sort(key=lambda pick: (pick[1], pick[0].order, pick[0].attempt))
-        # A capped job of a capped team was queried within the job's room alone: the team's
-        # room is kept here, oldest job first.
-        chosen: list[Trial] = []
-        for trial, _, team_id in picks:
-            if len(chosen) == limit:
-                break
-            if team_id in room:
-                if room[team_id] <= 0:
-                    continue
-                room[team_id] -= 1
-            chosen.append(trial)
+        heads: dict[str | None, list[Any]] = {}
+        shares = waiting_teams(session)
+        for team_id in shares:
+            take = min(limit, room.get(team_id, limit))
+            if take > 0 and (picks := _team_queue(session, queue, team_id, jobs, take)):
+                heads[team_id] = picks
+        chosen = by_share(heads, shares, running, limit)
         # The jobs' counts rows first (`counts.lock`): the version the claimed trials carry.
         versions = counts.lock(session, (trial.job_id for trial in chosen))
         claimed = []
@@ -107,6 +92,60 @@ def claim(
         return claimed
 
 
+def _team_queue(
+    session: Session,
+    queue: Any,  # claim's select of (Trial, priority, created_at)
+    team_id: str | None,
+    jobs: dict[str, tuple[str | None, int]],
+    take: int,
+) -> list[Any]:
+    """The team's next `take` queued trials in its own order (priority, age, plan). A job with
+    a concurrency of its own is queried apart, for no more than its room, so its long queue
+    never crowds the team's other jobs out of the window."""
+    team = Job.team_id.is_(None) if team_id is None else Job.team_id == team_id
+    picks = list(session.execute(queue.where(team, Job.id.not_in(jobs)).limit(take)).all())
+    for job_id, (job_team, free) in jobs.items():
+        if job_team == team_id and free > 0:
+            bounded = queue.where(Trial.job_id == job_id).limit(min(free, take))
+            picks += session.execute(bounded).all()
+    picks.sort(key=_rank)
+    return picks[:take]
+
+
+def _rank(pick: Any) -> tuple[int, Any, int, int]:
+    trial, priority, created_at = pick
+    return (-priority, created_at, trial.order, trial.attempt)
+
+
+def by_share(
+    heads: dict[str | None, list[Any]],
+    shares: dict[str | None, int],
+    running: dict[str | None, int],
+    limit: int,
+) -> list[Trial]:
+    """Up to `limit` trials from the teams' queues (`heads`, each in the team's own order),
+    one at a time to the team running the fewest for its share; a tie goes to the team
+    whose next trial was queued first, so with one team this is its own order."""
+    turns: list[tuple[float, Any, int, int, int]] = []
+    teams = list(heads)
+    for index, team_id in enumerate(teams):
+        _, _, created_at = heads[team_id][0]
+        load = running.get(team_id, 0) / shares[team_id]
+        turns.append((load, created_at, heads[team_id][0][0].order, index, 0))
+    heapq.heapify(turns)
+    chosen: list[Trial] = []
+    while turns and len(chosen) < limit:
+        _, _, _, index, taken = heapq.heappop(turns)
+        team_id = teams[index]
+        chosen.append(heads[team_id][taken][0])
+        taken += 1
+        if taken < len(heads[team_id]):
+            trial, _, created_at = heads[team_id][taken]
+            load = (running.get(team_id, 0) + taken) / shares[team_id]
+            heapq.heappush(turns, (load, created_at, trial.order, index, taken))
+    return chosen
+
+
 def _by_job(pairs: Any) -> dict[str, list[str]]:
     grouped: dict[str, list[str]] = {}
     for job_id, trial_id in pairs:
@@ -114,7 +153,7 @@ def _by_job(pairs: Any) -> dict[str, list[str]]:
     return grouped
 
 
-def team_room(session: Session) -> dict[str, int]:
+def team_room(session: Session) -> dict[str | None, int]:
     """Containers each capped team may still start, box-wide (all control planes)."""
     caps = dict_of(
         session, select(Team.id, Team.max_containers).where(Team.max_containers.is_not(None))
@@ -125,17 +164,42 @@ def team_room(session: Session) -> dict[str, int]:
     return {team: (cap or 0) - running.get(team, 0) for team, cap in caps.items()}
 
 
-def job_room(session: Session) -> dict[str, int]:
-    """Trials each job with a concurrency of its own may still start, box-wide (its running
-    trials are counted in its counts row, kept under the claim lock)."""
-    return dict_of(
-        session,
-        select(Job.id, Job.concurrency - JobCounts.running)
+def job_room(session: Session) -> dict[str, tuple[str | None, int]]:
+    """Each job with a concurrency of its own: its team, and the trials it may still start,
+    box-wide (its running trials are counted in its counts row, kept under the claim lock)."""
+    rows = session.execute(
+        select(Job.id, Job.team_id, Job.concurrency - JobCounts.running)
         .join(JobCounts, JobCounts.job_id == Job.id)
         .where(
             Job.concurrency.is_not(None),
             Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)),
-        ),
+        )
+    )
+    return {job_id: (team_id, free or 0) for job_id, team_id, free in rows}
+
+
+def waiting_teams(session: Session) -> dict[str | None, int]:
+    """The teams (None: admins' jobs) with trials queued, each with its share of the turns."""
+    rows = session.execute(
+        select(Job.team_id, Team.share)
+        .join(JobCounts, JobCounts.job_id == Job.id)
+        .outerjoin(Team, Team.id == Job.team_id)
+        .where(JobCounts.queued > 0, Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)))
+        .distinct()
+    )
+    return {team_id: share or 1 for team_id, share in rows}
+
+
+def running_per_team(session: Session) -> dict[str | None, int]:
+    """Trials running now per team, box-wide, from the jobs' counts rows: what the turns at
+    the queue weigh (the counts are kept under the claim lock, so this is as exact as
+    counting the trials, and reads a row per job rather than per trial)."""
+    return dict_of(
+        session,
+        select(Job.team_id, func.sum(JobCounts.running))
+        .join(JobCounts, JobCounts.job_id == Job.id)
+        .where(JobCounts.running > 0)
+        .group_by(Job.team_id),
     )
 
 

@@ -22,7 +22,11 @@ def team_by_name(session: Session, name: str) -> Team | None:
 
 
 def add_team(
-    session: Session, name: str, max_containers: int | None, egress: Sequence[str] | None = None
+    session: Session,
+    name: str,
+    max_containers: int | None,
+    egress: Sequence[str] | None = None,
+    share: int | None = None,
 ) -> Team:
     team = Team(
         id=f"team-{uuid.uuid4().hex[:12]}",
@@ -30,6 +34,7 @@ def add_team(
         max_containers=max_containers,
         created_at=now(),
         egress=",".join(egress) if egress is not None else None,
+        share=share,
     )
     session.add(team)
     session.flush()

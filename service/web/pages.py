@@ -13,6 +13,7 @@ from service.domain.job_spec import JobSpec
 from service.domain.planner import first_cases_orders
 from service.domain.status import JobStatus, TrialStatus
 from service.report.model import TELEMETRY, Report
+from service.store.metrics import TeamQueue
 from service.web import transcript
 from service.web.charts import chart
 from service.web.formats import number
@@ -53,10 +54,25 @@ class _JobRow:
     model: str
 
 
-def jobs_page(jobs: Sequence[JobView], who: str) -> str:
+def jobs_page(jobs: Sequence[JobView], who: str, queue: Sequence[TeamQueue] = ()) -> str:
     rows = [_JobRow(job, JobSpec.model_validate(job.spec).model_text()) for job in jobs]
     busy = any(job.status in _BUSY for job in jobs)
-    return render("jobs.html", rows=rows, who=who, refresh_s=REFRESH_S if busy else None)
+    refresh = REFRESH_S if busy else None
+    return render("jobs.html", rows=rows, who=who, queue=queue, refresh_s=refresh)
+
+
+OTHER_TEAMS = "other teams"
+
+
+def own_queue(queue: Sequence[TeamQueue], team: str) -> list[TeamQueue]:
+    """What a team sees of the box's queue: its own row, and every other team's summed into
+    one (no other team's name or share: those are the operator's to see, on /metrics)."""
+    own = [row for row in queue if row.team == team]
+    others = [row for row in queue if row.team != team]
+    if others:
+        queued, running = sum(r.queued for r in others), sum(r.running for r in others)
+        own.append(TeamQueue(OTHER_TEAMS, 0, queued, running))
+    return own
 
 
 # ----- a job --------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from service.domain.job_spec import JobSpec
 from service.report.from_store import job_report
 from service.store import counts
 from service.store.jobs import find_job
+from service.store.metrics import queue_by_team
 from service.store.reports import trial_events
 from service.store.reviews import reviews_marker
 from service.store.trials import grid_trials
@@ -229,7 +230,9 @@ def logout(request: Request, c: Ctx) -> RedirectResponse:
 def jobs(c: Ctx, caller: UiCaller) -> HTMLResponse:
     with c.sessions() as session:
         views = [job_view(session, job) for job in newest_jobs(session, caller, JOBS_SHOWN)]
-    return html(pages.jobs_page(views, caller.name))
+        queue = queue_by_team(session)
+    shown = queue if caller.admin else pages.own_queue(queue, caller.name)
+    return html(pages.jobs_page(views, caller.name, shown))
 
 
 @router.get("/ui/jobs/{job_id}")

@@ -38,7 +38,11 @@ class Server:
     token: str  # the box's admin token
 
     def team_token(
-        self, team: str, max_containers: int | None = None, egress: list[str] | None = None
+        self,
+        team: str,
+        max_containers: int | None = None,
+        egress: list[str] | None = None,
+        share: int | None = None,
     ) -> str:
         """A token of `team`, created (with its cap) on first use, as `examhall admin` does."""
         engine = make_engine(self.database_url)
@@ -46,7 +50,7 @@ class Server:
             with session_factory(engine).begin() as session:
                 found = session.scalar(select(Team).where(Team.name == team))
                 if found is None:
-                    found = create_team(session, team, max_containers, egress)
+                    found = create_team(session, team, max_containers, egress, share)
                 return create_token(session, found)
         finally:
             engine.dispose()

@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.docker.conftest import Server
+from tests.docker.test_sessions import sign_in
 
 pytestmark = pytest.mark.docker
 
@@ -227,3 +229,49 @@ def test_a_jobs_concurrency_paces_that_job_alone_within_its_teams_cap(
     assert _max_overlap(paced_spans) == 1
     assert _max_overlap(paced_spans + beside_spans) == 2
     team.close()
+
+
+def test_the_queue_by_team_is_on_metrics_and_each_team_sees_only_its_own_row(
+    start_server: Any,
+) -> None:
+    server: Server = start_server(max_containers=1)
+    blue = server.as_team(server.team_token("blue", share=3))
+    green = server.as_team(server.team_token("green"))
+    blue_job = blue.post("/v1/jobs", json={**SLOW, "rounds": 3}).json()["id"]
+    green_job = green.post("/v1/jobs", json={**SLOW, "rounds": 2}).json()["id"]
+    try:
+        deadline = time.monotonic() + 120
+        while "running" not in {
+            http.get(f"/v1/jobs/{job}").json()["status"]
+            for http, job in ((blue, blue_job), (green, green_job))
+        }:
+            assert time.monotonic() < deadline, "no trial started"
+            time.sleep(0.2)
+        metrics = server.http.get("/metrics").text
+        depth = _samples(metrics, "examhall_team_queue_depth")
+        running = _samples(metrics, "examhall_team_trials_running")
+        shares = _samples(metrics, "examhall_team_share")
+        # One slot: 10 trials planned, one running; the counts are the store's.
+        assert sum(depth.values()) + sum(running.values()) == 10 and sum(running.values()) == 1
+        assert shares == {"blue": 3, "green": 1}
+        planned = {"blue": 6, "green": 4}
+        for team in ("blue", "green"):
+            assert depth[team] + running.get(team, 0) <= planned[team]
+
+        page = sign_in(server, server.team_token("blue")).get("/ui/jobs").text
+        assert '<td>blue</td><td class="num">3</td>' in page and "other teams" in page
+        assert "green" not in page  # another team's name and share are the operator's
+    finally:
+        for http, job in ((blue, blue_job), (green, green_job)):
+            http.post(f"/v1/jobs/{job}/cancel")
+        blue.close()
+        green.close()
+
+
+def _samples(metrics: str, name: str) -> dict[str, int]:
+    found = {}
+    for line in metrics.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line.rsplit(" ", 1)
+            found[labels.split('team="', 1)[1].split('"', 1)[0]] = int(float(value))
+    return found

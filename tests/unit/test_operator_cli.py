@@ -172,10 +172,22 @@ def test_a_teams_egress_policies_are_set_at_creation_and_listed(tmp_path: Path) 
     bad = examhall("admin", "create-team", "grey", "--egress", "Mirrors!", cwd=tmp_path)
     refused(bad, "Egress policy name 'Mirrors!' is not one")
     rows = {
-        line.split()[0]: line.split(None, 4)[-1]
+        line.split()[0]: line.split(None, 5)[-1]
         for line in examhall("admin", "teams", cwd=tmp_path).stdout.splitlines()[1:]
     }
     assert rows == {"blue": "offline only", "green": "every policy", "red": "mirrors"}, rows
+
+
+def test_a_teams_share_is_set_at_creation_checked_and_listed(tmp_path: Path) -> None:
+    made = examhall("admin", "create-team", "red", "--create", "--share", "3", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "a share of 3" in made.stdout
+    assert examhall("admin", "create-team", "blue", cwd=tmp_path).returncode == 0
+    refused(examhall("admin", "create-team", "grey", "--share", "0", cwd=tmp_path), "share must")
+    lines = examhall("admin", "teams", cwd=tmp_path).stdout.splitlines()
+    assert lines[0].split()[3] == "share"  # team, max containers, share, ...
+    shares = {line.split()[0]: line.split()[2] for line in lines[1:]}
+    assert shares == {"blue": "1", "red": "3"}, lines
 
 
 def test_admin_does_not_create_a_store_at_a_mistyped_url_either(tmp_path: Path) -> None:
