@@ -1,0 +1,248 @@
+"""The control plane's own throughput (issue 30): trials through claim, launch, events,
+result and the job's counts, with no sandbox in the way.
+
+Each plane is a real Scheduler in a process of its own, on the fake backend, whose worker
+sends two events and its result at once: what is measured is examhall's own work per trial
+(the store's writes, the channel's parsing, the threads). Configurations: SQLite with one
+plane, PostgreSQL with one plane, and two planes on one PostgreSQL. Every plane starts at
+once on a go file; the time runs from then until the last plane exits, which it does when no
+trial is queued or running.
+
+    python3 bench/scheduler.py [--trials 2000] [--slots 8] [--postgres URL] [--profile]
+
+`--postgres` (default $EXAMHALL_TEST_POSTGRES_URL) names a server where a throwaway database
+is created and dropped; without one the PostgreSQL configurations are left out. `--profile`
+also runs one SQLite plane in this process under cProfile and prints where its time went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import table, write_json
+from sandbox.protocol import EventMessage, LifecycleEvent, ResultMessage, TrialResult
+from service.backends.fake import FakeBackend, FakeWorker
+from service.domain.job_spec import JobRequest
+from service.domain.planner import resolve_design
+from service.scheduler import Scheduler
+from service.store import counts
+from service.store.db import make_engine, migrate, session_factory
+from service.store.jobs import create_job
+from service.suites import load_suite
+
+SMOKE = ["create-greeting", "fix-config", "count-lines", "notes-in-steps"]
+
+
+def worker(w: FakeWorker) -> int:
+    for seq in (1, 2):
+        w.say(EventMessage(seq, LifecycleEvent("agent", f"step {seq}")))
+    w.say(ResultMessage(TrialResult("passed", score=1.0)))
+    return 0
+
+
+def submit(url: str, trials: int) -> str:
+    """One job of `trials` trials (the smoke suite's cases, as many rounds as that takes)."""
+    engine = make_engine(url)
+    migrate(engine)
+    request = JobRequest.model_validate(
+        {
+            "suite": "smoke",
+            "model": {"provider": "simulated", "id": "coin?p=1"},
+            "rounds": max(1, trials // len(SMOKE)),
+        }
+    )
+    with session_factory(engine).begin() as session:
+        job = create_job(
+            session,
+            request,
+            load_suite("smoke"),
+            resolve_design(request, SMOKE),
+            image="examhall/sandbox:bench",
+            image_digest=None,
+        )
+        job_id = job.id
+    engine.dispose()
+    return job_id
+
+
+def plane(url: str, owner: str, slots: int, go: Path, job_id: str) -> float:
+    """Run a plane from the go file until the job has nothing queued or running; the
+    seconds from go to then."""
+    engine = make_engine(url)
+    sessions = session_factory(engine)
+    scheduler = Scheduler(
+        sessions, FakeBackend(worker, owner=owner), max_containers=slots, poll_s=0.005
+    )
+    while not go.exists():
+        time.sleep(0.002)
+    started = time.perf_counter()
+    scheduler.start()
+    try:
+        while True:
+            with sessions() as session:
+                kept = counts.read(session, job_id)
+            if kept is not None and kept.queued == 0 and kept.running == 0:
+                break
+            time.sleep(0.02)
+    finally:
+        elapsed = time.perf_counter() - started
+        scheduler.stop()
+        engine.dispose()
+    return elapsed
+
+
+def configuration(url: str, planes: int, trials: int, slots: int) -> dict[str, Any]:
+    job_id = submit(url, trials)
+    with tempfile.TemporaryDirectory(prefix="examhall-bench-") as scratch:
+        go = Path(scratch) / "go"
+        processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--plane",
+                    url,
+                    f"bench:{n}:{uuid.uuid4().hex[:6]}",
+                    str(slots),
+                    str(go),
+                    job_id,
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for n in range(planes)
+        ]
+        time.sleep(2.0)  # the planes import and connect before the clock starts
+        started = time.perf_counter()
+        go.touch()
+        for process in processes:
+            process.wait(timeout=1800)
+            if process.returncode != 0:
+                raise SystemExit(f"a plane failed ({process.returncode})")
+        elapsed = time.perf_counter() - started
+    engine = make_engine(url)
+    with session_factory(engine)() as session:
+        kept = counts.read(session, job_id)
+        finished = kept.finished if kept is not None else 0
+    engine.dispose()
+    return {
+        "trials": finished,
+        "seconds": round(elapsed, 2),
+        "trials_per_min": round(finished / elapsed * 60),
+    }
+
+
+def fresh_postgres(base: str) -> tuple[str, Any]:
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy import make_url
+
+    url = make_url(base)
+    name = f"examhall_bench_{uuid.uuid4().hex[:10]}"
+    params = {
+        "host": url.host,
+        "port": url.port,
+        "user": url.username,
+        "password": url.password,
+        "dbname": url.database,
+        "autocommit": True,
+    }
+    with psycopg.connect(**params) as connection:
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+    def drop() -> None:
+        with psycopg.connect(**params) as connection:
+            connection.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+    return url.set(database=name).render_as_string(hide_password=False), drop
+
+
+def profile(trials: int, slots: int) -> None:
+    """One SQLite plane in this process, every thread under a profiler of its own (the
+    scheduler's work is on its loop's and its trials' threads, not the main one)."""
+    profilers: list[cProfile.Profile] = []
+
+    def start_profiler(*_: Any) -> None:
+        # threading.setprofile's hook runs at a new thread's first call: swap in cProfile.
+        sys.setprofile(None)
+        profiler = cProfile.Profile()
+        profilers.append(profiler)
+        profiler.enable()
+
+    with tempfile.TemporaryDirectory(prefix="examhall-bench-") as scratch:
+        url = f"sqlite:///{scratch}/profile.db"
+        job_id = submit(url, trials)
+        go = Path(scratch) / "go"
+        go.touch()
+        threading.setprofile(start_profiler)
+        try:
+            elapsed = plane(url, "bench:profile:0", slots, go, job_id)
+        finally:
+            threading.setprofile(None)  # type: ignore[arg-type]
+    print(f"\nprofile: one SQLite plane in this process, {trials} trials in {elapsed:.1f} s;")
+    print("the calls of the scheduler's threads, by time spent in each function itself")
+    stats = pstats.Stats(*profilers)  # type: ignore[arg-type]
+    stats.sort_stats("tottime").print_stats(30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--slots", type=int, default=8, help="containers per plane")
+    parser.add_argument("--postgres", default=os.environ.get("EXAMHALL_TEST_POSTGRES_URL"))
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--json", help="where to write the results")
+    parser.add_argument("--plane", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.plane:
+        url, owner, slots, go, job_id = args.plane
+        print(plane(url, owner, int(slots), Path(go), job_id))
+        return 0
+
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="examhall-bench-") as scratch:
+        results["sqlite, 1 plane"] = configuration(
+            f"sqlite:///{scratch}/bench.db", 1, args.trials, args.slots
+        )
+    if args.postgres:
+        for planes in (1, 2):
+            url, drop = fresh_postgres(args.postgres)
+            try:
+                results[f"postgresql, {planes} plane{'s' if planes > 1 else ''}"] = configuration(
+                    url, planes, args.trials, args.slots
+                )
+            finally:
+                drop()
+    rows = [[name, r["trials"], r["seconds"], r["trials_per_min"]] for name, r in results.items()]
+    print(table(["configuration", "trials", "seconds", "trials/min"], rows))
+    one = results.get("postgresql, 1 plane")
+    two = results.get("postgresql, 2 planes")
+    if one and two:
+        ratio = two["trials_per_min"] / one["trials_per_min"]
+        print(f"two planes / one plane on PostgreSQL: {ratio:.2f}x")
+    print(f"load average: {os.getloadavg()}")
+    write_json(
+        "scheduler", {"trials": args.trials, "slots": args.slots, "results": results}, args.json
+    )
+    if args.profile:
+        profile(args.trials, args.slots)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
