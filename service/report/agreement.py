@@ -101,7 +101,11 @@ def kappa(counts: Counts) -> KappaView:
     # Rounding can leave a hair below zero where the variance is 0.
     variance = max(0.0, (term_a + term_b - term_c) / ((1 - expected) ** 2 * n))
     stderr = math.sqrt(variance)
-    if stderr < 1e-12:
+    # Where the variance is 0 in exact arithmetic (one side gave every trial one verdict),
+    # its terms of about 1 cancel to a rounding error near 1e-16, whose root is near 1e-8:
+    # a standard error that small is that, not a measurement (a real one is of order 1/n,
+    # and no review has a million trials).
+    if stderr < 1e-6:
         return KappaView(
             value=value,
             ci95=None,

@@ -17,15 +17,22 @@ from starlette.requests import Request
 _ALLOWED_FETCH_SITES = ("same-origin", "none")
 
 
-def cross_site_problem(request: Request) -> str | None:
-    """Why this request must be refused as cross-site, or None when it may proceed."""
+def cross_site_problem(request: Request, tls_proxy: bool = False) -> str | None:
+    """Why this request must be refused as cross-site, or None when it may proceed.
+    `tls_proxy`: the box is served over HTTPS by a proxy that reaches it over plain HTTP
+    (EXAMHALL_COOKIE_SECURE), so its pages' origin is https whatever this request's scheme."""
     site = request.headers.get("sec-fetch-site")
     if site is not None and site.lower() not in _ALLOWED_FETCH_SITES:
         return f"The request came from another site or origin (Sec-Fetch-Site: {site})."
     origin = request.headers.get("origin")
     if origin is not None:
         host = request.headers.get("host", "")
-        netloc = urlsplit(origin).netloc if origin != "null" else ""
-        if not netloc or netloc.lower() != host.lower():
+        parts = urlsplit(origin) if origin != "null" else None
+        # An origin is scheme, host and port: a plain-HTTP page on the same host and port
+        # (a network attacker's, for one) is another origin than the HTTPS one.
+        scheme = "https" if tls_proxy else request.url.scheme
+        if parts is None or not parts.netloc or parts.netloc.lower() != host.lower():
             return f"The request came from another origin ({origin}), not {host}."
+        if parts.scheme.lower() != scheme:
+            return f"The request came from another origin ({origin}), not {scheme}://{host}."
     return None

@@ -11,6 +11,7 @@ prefix, "via web") with the name the reviewer typed.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, HTTPException, Request
@@ -43,6 +44,8 @@ from service.web.routes import EVENTS_SHOWN, SameOrigin, UiCaller, html, redirec
 
 # A review's note may be 4000 characters, which urlencoded UTF-8 can make nine times longer.
 MAX_REVIEW_FORM_BYTES = 64 * 1024
+# A sample's size and seed as the form may give them: whole numbers, of at most 9 digits.
+_WHOLE = re.compile(r"[0-9]{1,9}")
 
 
 async def _fields(request: Request) -> dict[str, str] | None:
@@ -156,7 +159,8 @@ async def draw(job_id: str, request: Request, c: Ctx, caller: UiCaller) -> Respo
     size, seed = fields.get("size", ""), fields.get("seed", "")
 
     def store() -> Response:
-        if not (size.strip().isdigit() and seed.strip().isdigit()):
+        # ASCII digits only: str.isdigit takes "²" and "①", which int() then refuses.
+        if not (_WHOLE.fullmatch(size.strip()) and _WHOLE.fullmatch(seed.strip())):
             error = "size and seed: enter whole numbers; no sample was drawn."
             return _queue(c, caller, job_id, error=error, status=422, size=size, seed=seed)
         try:

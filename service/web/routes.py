@@ -67,8 +67,8 @@ class CrossSite(Exception):
     """A form post from another origin: refused before anything is read or changed."""
 
 
-def same_origin(request: Request) -> None:
-    if (problem := cross_site_problem(request)) is not None:
+def same_origin(request: Request, c: Ctx) -> None:
+    if (problem := cross_site_problem(request, c.settings.cookie_secure)) is not None:
         raise CrossSite(problem)
 
 

@@ -103,7 +103,9 @@ def test_cross_site_posts_and_cookie_writes_are_refused(
     token = server.team_token("red")
     job_id = peer_running_job(server.database_url, "red")
     browser = sign_in(server, token)
-    for headers in CROSS_SITE:
+    # Same host and port, another scheme: another origin.
+    downgraded = {"Origin": server.url.replace("http://", "https://")}
+    for headers in [*CROSS_SITE, downgraded]:
         cancel = browser.post(f"/ui/jobs/{job_id}/cancel", headers=headers)
         assert cancel.status_code == 403 and "another" in cancel.text, headers
         login = httpx.post(f"{server.url}/ui/login", data={"token": token}, headers=headers)

@@ -9,7 +9,7 @@ import math
 import pytest
 from statsmodels.stats.inter_rater import cohens_kappa  # type: ignore[import-untyped]
 
-from service.report.agreement import Counts, ReviewedTrial, build_agreement, kappa
+from service.report.agreement import Counts, ReviewedTrial, build_agreement, kappa, tally
 
 
 def test_the_worked_example_gives_its_published_kappa() -> None:
@@ -110,3 +110,16 @@ def test_rows_per_judge_and_variant_and_the_lift_check() -> None:
 
 def test_no_review_means_no_section() -> None:
     assert build_agreement([], sampled=10, variants=["v"]) is None
+
+
+def test_a_zero_variance_is_reported_as_none_measured_not_as_a_rounding_error() -> None:
+    """When one side gives every trial the same verdict, kappa's asymptotic variance is 0 in
+    exact arithmetic; in floats it comes out near 1e-17, whose root once printed as a real
+    interval (`+0.00 [95% CI -0.00 to +0.00]`)."""
+    for n in range(2, 13):
+        for judge_yes in range(n + 1):
+            # The person fails every trial; the judge passes `judge_yes` of them.
+            pairs = [(False, True)] * judge_yes + [(False, False)] * (n - judge_yes)
+            view = kappa(tally(pairs))
+            assert view.ci95 is None, (n, judge_yes, view)
+            assert view.stderr in (None, 0.0), (n, judge_yes, view)

@@ -147,6 +147,11 @@ def test_review_forms_refuse_other_sites_other_teams_and_bad_input(box: Box) -> 
         assert bad.status_code == 422 and "size" in bad.text
         words = red.post(f"/ui/jobs/{box.job}/review-sample", data={"size": "ten", "seed": "1"})
         assert words.status_code == 422 and "whole numbers" in words.text
+        for odd in ("\u00b2", "\u2460", "1" * 12):  # "²" and "①" pass str.isdigit
+            sized = red.post(f"/ui/jobs/{box.job}/review-sample", data={"size": odd, "seed": "1"})
+            assert sized.status_code == 422 and "whole numbers" in sized.text, odd
+            seeded = red.post(f"/ui/jobs/{box.job}/review-sample", data={"size": "3", "seed": odd})
+            assert seeded.status_code == 422 and "whole numbers" in seeded.text, odd
         nul = red.post(f"/ui/trials/{trial_id}/review", data={**form, "note": "a\x00b"})
         assert nul.status_code == 422 and "U+0000" in nul.text
     with as_cookie(box.server, box.blue) as blue:
