@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.settings import ConfigError, database_url
+from service.settings import ConfigError, database_url, env_name, max_containers
 from service.store import teams as stored
 from service.store.db import session_factory
 from service.store.opening import describe, open_existing
@@ -37,6 +37,15 @@ def cmd_create_team(args: argparse.Namespace) -> int:
         if team.egress is not None:
             cap += f", egress policies {team.egress or 'none'} (and offline)"
     print(f"Created team {args.name}{cap}.")
+    box = max_containers()
+    if team.max_containers is not None and team.max_containers >= box:
+        # The box's own cap binds first: a team cap at or above it never does.
+        print(
+            f"Note: this box runs at most {box} trial containers at once "
+            f"({env_name('max_containers')}, by default its CPU count), so a team cap of "
+            f"{team.max_containers} does not bind; raise that setting for it to.",
+            file=sys.stderr,
+        )
     print(f"Give it a token: examhall admin create-token {args.name}", file=sys.stderr)
     return 0
 

@@ -234,3 +234,16 @@ def test_serve_on_a_port_in_use_fails_before_migrating_or_starting_anything(
     refused(done, f"Port {port}", "already in use", "--port")
     # No migration ran (so no recovery, reaping or scheduler either): the store was not made.
     assert not store.exists()
+
+
+def test_a_team_cap_that_the_boxs_own_cap_overrides_is_named(tmp_path: Path) -> None:
+    box = {"EXAMHALL_MAX_CONTAINERS": "2"}
+    wide = examhall(
+        "admin", "create-team", "red", "--create", "--max-containers", "4", cwd=tmp_path, env=box
+    )
+    assert wide.returncode == 0, wide.stderr
+    assert "at most 2 trial containers" in wide.stderr and "cap of 4 does not bind" in wide.stderr
+    narrow = examhall(
+        "admin", "create-team", "blue", "--max-containers", "1", cwd=tmp_path, env=box
+    )
+    assert narrow.returncode == 0 and "does not bind" not in narrow.stderr, narrow.stderr
