@@ -81,7 +81,9 @@ def check(suite: Path, database: Path, env: dict[str, str]) -> dict[str, Any]:
     builds: dict[str, str] = {}
     for line in done.stderr.splitlines():
         if matched := BUILT.match(line):
-            builds[matched.group(2)] = matched.group(1)
+            # The first line a task gets says it: with builds side by side
+            # (EXAMHALL_BUILD_CONCURRENCY > 1) a task just built is listed as cached after.
+            builds.setdefault(matched.group(2), matched.group(1))
     return {
         "seconds": round(seconds, 1),
         "exit": done.returncode,
