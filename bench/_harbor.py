@@ -142,7 +142,15 @@ def versions(runner: str) -> dict[str, str]:
 
 
 def run_harbor(
-    runner: str, workdir: Path, trials: int, concurrency: int, variant: str, cases: int
+    runner: str,
+    workdir: Path,
+    trials: int,
+    concurrency: int,
+    variant: str,
+    cases: int,
+    *,
+    tasks: Path = TASKS_DIR,
+    agent: str = "oracle",
 ) -> dict[str, Any]:
     """One Harbor job; its rate is timed from the job's start to its end as Harbor records
     them in the job's result.json (as Inspect's are from its log), and also by wall clock
@@ -171,7 +179,7 @@ def run_harbor(
         "-v", f"{DOCKER_SOCKET}:{DOCKER_SOCKET}",
         "-v", f"{workdir}:{workdir}", "-v", f"{HARBOR_DIR}:{HARBOR_DIR}:ro", "-w", str(workdir),
         runner,
-        "run", "--yes", "--quiet", "--path", str(TASKS_DIR), "--agent", "oracle",
+        "run", "--yes", "--quiet", "--path", str(tasks), "--agent", agent,
         "--env", "docker", "--n-attempts", str(trials // cases),
         "--n-concurrent", str(concurrency), "--jobs-dir", str(jobs), "--job-name", job,
         *overlays,

@@ -1,4 +1,4 @@
-"""What the isolated build costs: evals/harbor_demo's three environments built for the first
+"""What the isolated build costs: three of evals/harbor_demo's environments built for the first
 time and found again (a cache hit), by this tree's builder and by a baseline commit's, side by
 side in one run.
 
@@ -41,7 +41,10 @@ builder = EnvironmentBuilder(
     repository=repository,
 )
 sources = []
-for task in sorted(p for p in (root / "evals" / "harbor_demo").iterdir() if p.is_dir()):
+# The set's first three tasks, which every tree since the baseline has: the set has grown
+# since, and both sides must build the same environments.
+for name in ("count-lines", "git-commit", "jq-filter"):
+    task = root / "evals" / "harbor_demo" / name
     made = directory_source(f"bench {task.name}", task / "environment")
     lines = made.files["Dockerfile"].decode().splitlines()
     lines.insert(1, f"LABEL examhall.bench={nonce}")

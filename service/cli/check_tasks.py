@@ -205,7 +205,9 @@ def selection(known: list[str] | None, cases: list[str], exclude: list[str]) -> 
     return picked
 
 
-def job_body(suite: str, rounds: int, cases: list[str] | None = None) -> dict[str, Any]:
+def job_body(
+    suite: str, rounds: int, cases: list[str] | None = None, egress: str | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "suite": suite,
         "variants": {NOP: {"agent": NOP}, ORACLE: {"agent": ORACLE}},
@@ -214,6 +216,10 @@ def job_body(suite: str, rounds: int, cases: list[str] | None = None) -> dict[st
     }
     if cases is not None:
         body["cases"] = cases
+    if egress is not None:
+        # The box's policy the tasks that ask for a network run under; the server checks
+        # the name (and the team's right to it) and refuses the job otherwise.
+        body["egress"] = egress
     return body
 
 
@@ -227,12 +233,14 @@ class Checked:
     builds: dict[str, BuildFailure] = field(default_factory=dict)
 
 
-def run_jobs(client: Client, suite: str, rounds: int, cases: list[str] | None) -> Checked:
+def run_jobs(
+    client: Client, suite: str, rounds: int, cases: list[str] | None, egress: str | None = None
+) -> Checked:
     """Run the oracle and nop on the tasks. A job that a task's build ended is submitted again
     without that task (its built environments are cached), so every task gets a verdict."""
     checked = Checked()
     while True:
-        job = client.submit(job_body(suite, rounds, cases))
+        job = client.submit(job_body(suite, rounds, cases, egress))
         print(f"Submitted {job['id']}: {job['planned_trials']} trials.", file=sys.stderr)
         done = client.wait(job["id"])
         planned: list[str] = list(done.get("spec", {}).get("cases") or cases or [])
@@ -355,7 +363,7 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
             if Path(suite).is_dir():
                 suite = client.upload_suite(suite)
                 print(f"Uploaded {args.suite} as suite {suite}.", file=sys.stderr)
-            checked = run_jobs(client, suite, args.rounds, cases)
+            checked = run_jobs(client, suite, args.rounds, cases, args.egress)
             base = str(client.http.base_url).rstrip("/")
 
             def where(trial_id: str) -> str:
@@ -413,6 +421,12 @@ def add_command(
     check.add_argument("--rounds", type=int, default=1, help="runs of each agent per task")
     check.add_argument("--cases", help="comma-separated task ids to check (default: all)")
     check.add_argument("--exclude", help="comma-separated task ids to leave out")
+    check.add_argument(
+        "--egress",
+        metavar="POLICY",
+        help="the box's egress policy (EXAMHALL_EGRESS_POLICIES) that tasks asking for a "
+        "network run under (default: offline, which reaches nothing)",
+    )
     check.add_argument(
         "--json",
         action="store_true",

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -141,6 +142,12 @@ _NETWORK_HOSTS = [
         r"|Name or service not known)",
     )
 ]
+# pip names no host when it cannot reach its index: its retries print only the path. The
+# index is the one its "Looking in indexes:" line names (printed whenever it is not PyPI),
+# else PyPI's.
+_PIP_RETRY = re.compile(r"Retrying \(Retry\(.*after connection broken by .*'\)?: /simple/")
+_PIP_INDEXES = re.compile(r"Looking in indexes: (.+)")
+_PIP_DEFAULT_HOST = "pypi.org"
 _REFUSED = re.compile(
     r"^(?:agent|verifier) (?P<host>\S+?):\d+ refused: (?P<why>.*), \d+ bytes out, \d+ in$"
 )
@@ -176,6 +183,15 @@ def network_hosts(text: str) -> list[str] | None:
             for host in pattern.findall(line):
                 if host not in hosts:
                     hosts.append(host)
+    if _PIP_RETRY.search(text):
+        indexes = [
+            urlsplit(url.strip()).hostname or ""
+            for found in _PIP_INDEXES.findall(text)
+            for url in found.split(",")
+        ]
+        for host in [h for h in indexes if h] or [_PIP_DEFAULT_HOST]:
+            if host not in hosts:
+                hosts.append(host)
     return hosts
 
 

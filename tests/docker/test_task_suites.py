@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -18,18 +19,20 @@ from typing import Any
 
 import pytest
 
+from service.suites import shipped_dir
 from tests.docker.conftest import PROVIDER_KEY_ENV, Server
+from tests.package_index import PackageIndex, point_at_index
 from tests.provider_server import Answer, Received, openai_answer, provider_server
 
 pytestmark = pytest.mark.docker
 
-CHECK = {
-    "suite": "harbor_demo",
-    "variants": {"nop": {"agent": "nop"}, "oracle": {"agent": "oracle"}},
-    "baseline": "nop",
-}
+DEMO = shipped_dir() / "harbor_demo"
+# evals/harbor_demo's tasks; the one that needs a package index in its verifier, and the rest.
+DEMO_TASKS = sorted(p.name for p in DEMO.iterdir() if (p / "task.toml").is_file())
+ONLINE = "pytest-from-pypi"
+OFFLINE_TASKS = [task for task in DEMO_TASKS if task != ONLINE]
 TOOL_ENV = Path(__file__).parent.parent / "suites" / "tool_env.py"
-# Three environments, each an apt install: the first build of the suite takes minutes.
+# The shipped set's environments, two of them an apt install: the first build takes minutes.
 BUILD_TIMEOUT_S = 1200.0
 
 
@@ -38,49 +41,79 @@ def outcomes(server: Server, job_id: str) -> dict[tuple[str, str], str]:
     return {(t["variant"], t["case_id"]): t["outcome"] for t in trials}
 
 
-def test_the_shipped_tasks_pass_with_the_oracle_and_fail_with_nop(
-    start_server: Callable[..., Server],
+def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_its_index(
+    start_server: Callable[..., Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server = start_server()
-    created = server.submit(**CHECK)
-    assert created["status"] == "building" and created["planned_trials"] == 6
-    job = server.wait(created["id"], timeout=BUILD_TIMEOUT_S)
-    assert job["error"] is None, job["error"]
-    trials = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
-    seen = {(t["variant"], t["case_id"]): t for t in trials}
-    tasks = ["count-lines", "git-commit", "jq-filter"]
-    for task in tasks:
-        assert seen[("oracle", task)]["outcome"] == "passed", seen[("oracle", task)]
-        assert seen[("nop", task)]["outcome"] == "failed", seen[("nop", task)]
+    """The shipped set, all of it, in one check-tasks job. Its online task pip-installs pytest
+    in its verifier, so a copy of the set points that task at a package index on loopback
+    (serving the wheels the python-project task vendors), under an egress policy that allows
+    just that index; offline, the shipped task is reported as needing PyPI."""
+    with PackageIndex(DEMO / "python-project" / "environment" / "wheels") as index:
+        monkeypatch.setenv("EXAMHALL_EGRESS_POLICIES", f"local=127.0.0.2:{index.port}")
+        server = start_server()
+        suite = tmp_path / "harbor_demo"
+        shutil.copytree(DEMO, suite)
+        point_at_index(suite / ONLINE, index.url)
+
+        unknown = check_tasks(server, str(suite), "--egress", "nope", "--cases", "json-merge")
+        assert unknown.returncode == 2, unknown.stderr[-3000:]
+        assert "no egress policy 'nope'; it has local, offline" in unknown.stderr
+        assert server.http.get("/v1/jobs").json() == []  # refused at submission: nothing ran
+
+        done = check_tasks(server, str(suite), "--egress", "local", "--json")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        rows = {row["task"]: row for row in json.loads(done.stdout)}
+        assert {task: row["verdict"] for task, row in rows.items()} == dict.fromkeys(
+            DEMO_TASKS, "sound"
+        ), done.stdout
+        # The oracle's verifier installed pytest from the index, through the control plane.
+        assert "/files/pytest-8.3.4-py3-none-any.whl" in index.paths, index.paths
+    (job,) = server.http.get("/v1/jobs").json()  # one job for the whole set
+    trials = server.http.get(f"/v1/jobs/{job['id']}/trials").json()
+    assert len(trials) == 2 * len(DEMO_TASKS)
     # Each trial ran in its task's environment, recorded by image and digest.
     images = {t["case_id"]: (t["image"], t["image_digest"]) for t in trials}
-    assert len(set(images.values())) == 3
+    assert len(set(images.values())) == len(DEMO_TASKS)
     for image, digest in images.values():
         assert image.startswith("examhall/env:") and digest.startswith("sha256:")
     assert all(images[t["case_id"]] == (t["image"], t["image_digest"]) for t in trials)
-    # ... and so says the report's record, in its JSON and its text.
-    record = server.http.get(f"/v1/jobs/{created['id']}/report").json()["record"]
+    # ... and so says the report's record, in its JSON and its text, with the one task that
+    # asked for a network and the policy it ran under.
+    record = server.http.get(f"/v1/jobs/{job['id']}/report").json()["record"]
     recorded = {
         (e["case"], e["variant"]): (e["image"], e["image_digest"]) for e in record["environments"]
     }
     assert recorded == {(t["case_id"], t["variant"]): images[t["case_id"]] for t in trials}
-    assert record["networks"] == []  # the shipped tasks say network_mode = "no-network"
-    text = server.http.get(f"/v1/jobs/{created['id']}/report", params={"format": "text"}).text
+    assert record["networks"] == [{"case": ONLINE, "wanted": "public", "ran": "local"}]
+    text = server.http.get(f"/v1/jobs/{job['id']}/report", params={"format": "text"}).text
     assert f"jq-filter (oracle) ran in {images['jq-filter'][0]}" in text, text
 
     # The same suite again: every environment is a cache hit, so the job is queued at once.
+    # The scripted model replays each reference solution, its files beside it included.
     started = time.monotonic()
-    again = server.submit(suite="harbor_demo", model={"provider": "simulated", "id": "coin?p=1"})
+    again = server.submit(
+        suite="harbor_demo",
+        cases=OFFLINE_TASKS,
+        model={"provider": "simulated", "id": "coin?p=1"},
+    )
     while server.http.get(f"/v1/jobs/{again['id']}").json()["status"] == "building":
         assert time.monotonic() - started < 30, "a cached environment was built again"
         time.sleep(0.1)
-    done = server.wait(again["id"])
-    assert Counter(outcomes(server, again["id"]).values()) == {"passed": 3}, done
+    server.wait(again["id"])
+    assert Counter(outcomes(server, again["id"]).values()) == {"passed": len(OFFLINE_TASKS)}
     reused = {
         t["case_id"]: (t["image"], t["image_digest"])
         for t in server.http.get(f"/v1/jobs/{again['id']}/trials").json()
     }
-    assert reused == images
+    assert reused == {task: images[task] for task in OFFLINE_TASKS}
+
+    # Offline (no --egress), the shipped online task is broken for want of its index: pip
+    # names no host, so the cause names pip's default one.
+    offline = check_tasks(server, "harbor_demo", "--cases", ONLINE, "--json")
+    assert offline.returncode == 1, offline.stderr[-3000:]
+    (row,) = json.loads(offline.stdout)
+    assert (row["verdict"], row["cause"]) == ("broken", "needs network (host pypi.org)"), row
+    assert "Temporary failure in name resolution" in row["detail"], row["detail"]
 
 
 def tar_of(files: dict[str, bytes]) -> bytes:

@@ -125,7 +125,15 @@ def test_a_verifier_that_fetches_its_runner_needs_network() -> None:
             "connection.HTTPSConnection object at 0x7f3c2b1d6a50>: Failed to establish a new "
             "connection: [Errno -3] Temporary failure in name resolution')': /simple/pytest/\n"
             "ERROR: Could not find a version that satisfies the requirement pytest==8.4.1",
-            [],
+            ["pypi.org"],  # pip's retries name no host: without "Looking in indexes", PyPI
+        ),
+        (
+            "Looking in indexes: http://127.0.0.2:40123/simple\n"
+            "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status="
+            "None)) after connection broken by 'NewConnectionError('<pip._vendor.urllib3."
+            "connection.HTTPConnection object at 0x7f3c2b1d6a50>: Failed to establish a new "
+            "connection: [Errno 111] Connection refused')': /simple/pytest/",
+            ["127.0.0.2"],
         ),
         (
             "ERROR: Could not install packages due to an OSError: HTTPSConnectionPool(host="

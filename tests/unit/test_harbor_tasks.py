@@ -25,6 +25,8 @@ from service.suites import SuiteError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "evals" / "harbor_demo"
+DEMO_TASKS = sorted(p.name for p in DEMO.iterdir() if (p / "task.toml").is_file())
+ONLINE = "pytest-from-pypi"  # the one task whose verifier needs a package index
 COOKBOOK = ROOT / "tests" / "fixtures" / "harbor_cookbook"
 MiB = 1024 * 1024
 
@@ -73,10 +75,11 @@ def with_toml(extra: str) -> dict[str, bytes]:
 
 def test_the_shipped_example_loads_with_its_limits_mapped() -> None:
     tasks = load_task_dir(DEMO)
-    assert [task.id for task in tasks] == ["count-lines", "git-commit", "jq-filter"]
+    assert [task.id for task in tasks] == DEMO_TASKS
     for task in tasks:
         assert task.limits.agent_timeout_s == 300.0
-        assert task.limits.verifier_timeout_s == 60.0
+        # The online task's verifier installs pytest first.
+        assert task.limits.verifier_timeout_s == (120.0 if task.id == ONLINE else 60.0)
         assert task.limits.build_timeout_s == 600.0
         assert task.limits.cpus == 1.0
         assert task.limits.memory_bytes == 512 * MiB
@@ -104,14 +107,18 @@ def test_the_shipped_example_loads_with_its_limits_mapped() -> None:
     ]
 
 
-def test_the_shipped_example_uses_both_reward_files_and_no_network() -> None:
+def test_the_shipped_example_uses_both_reward_files_and_one_task_a_network() -> None:
     scripts = {task.id: task.tests["test.sh"].decode() for task in load_task_dir(DEMO)}
     assert "reward.json" in scripts["count-lines"]
     assert "reward.txt" in scripts["git-commit"] and "reward.txt" in scripts["jq-filter"]
     for task in load_task_dir(DEMO):
+        # One task asks for a network, as exported tasks do, and its verifier uses it.
+        assert task.limits.wanted_network == ("public" if task.id == ONLINE else None), task.id
         for script in (task.tests["test.sh"], task.solution["solve.sh"]):
             for online in (b"apt-get", b"pip ", b"uv ", b"curl", b"wget", b"sudo"):
-                assert online not in script, (task.id, online)
+                if (task.id, script, online) != (ONLINE, task.tests["test.sh"], b"pip "):
+                    assert online not in script, (task.id, online)
+    assert "pip install" in scripts[ONLINE]
 
 
 def test_the_in_memory_and_directory_loaders_agree() -> None:

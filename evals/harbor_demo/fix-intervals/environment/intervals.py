@@ -1,0 +1,13 @@
+"""Closed integer intervals, as (start, end) pairs with start <= end."""
+
+
+def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of `intervals` as the fewest disjoint intervals, sorted. Intervals that
+    overlap or touch (end + 1 == next start) become one."""
+    merged: list[tuple[int, int]] = []
+    for start, end in intervals:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
