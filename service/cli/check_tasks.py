@@ -206,7 +206,11 @@ def selection(known: list[str] | None, cases: list[str], exclude: list[str]) -> 
 
 
 def job_body(
-    suite: str, rounds: int, cases: list[str] | None = None, egress: str | None = None
+    suite: str,
+    rounds: int,
+    cases: list[str] | None = None,
+    egress: str | None = None,
+    concurrency: int | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "suite": suite,
@@ -220,6 +224,8 @@ def job_body(
         # The box's policy the tasks that ask for a network run under; the server checks
         # the name (and the team's right to it) and refuses the job otherwise.
         body["egress"] = egress
+    if concurrency is not None:
+        body["concurrency"] = concurrency
     return body
 
 
@@ -234,13 +240,18 @@ class Checked:
 
 
 def run_jobs(
-    client: Client, suite: str, rounds: int, cases: list[str] | None, egress: str | None = None
+    client: Client,
+    suite: str,
+    rounds: int,
+    cases: list[str] | None,
+    egress: str | None = None,
+    concurrency: int | None = None,
 ) -> Checked:
     """Run the oracle and nop on the tasks. A job that a task's build ended is submitted again
     without that task (its built environments are cached), so every task gets a verdict."""
     checked = Checked()
     while True:
-        job = client.submit(job_body(suite, rounds, cases, egress))
+        job = client.submit(job_body(suite, rounds, cases, egress, concurrency))
         print(f"Submitted {job['id']}: {job['planned_trials']} trials.", file=sys.stderr)
         done = client.wait(job["id"])
         planned: list[str] = list(done.get("spec", {}).get("cases") or cases or [])
@@ -363,7 +374,7 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
             if Path(suite).is_dir():
                 suite = client.upload_suite(suite)
                 print(f"Uploaded {args.suite} as suite {suite}.", file=sys.stderr)
-            checked = run_jobs(client, suite, args.rounds, cases, args.egress)
+            checked = run_jobs(client, suite, args.rounds, cases, args.egress, args.concurrency)
             base = str(client.http.base_url).rstrip("/")
 
             def where(trial_id: str) -> str:
@@ -426,6 +437,11 @@ def add_command(
         metavar="POLICY",
         help="the box's egress policy (EXAMHALL_EGRESS_POLICIES) that tasks asking for a "
         "network run under (default: offline, which reaches nothing)",
+    )
+    check.add_argument(
+        "--concurrency",
+        type=int,
+        help="at most this many of the check's trials at once (at most the team's cap)",
     )
     check.add_argument(
         "--json",

@@ -5,6 +5,7 @@ back to it), their trials run in those images and scored by each task's own veri
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import shutil
@@ -60,7 +61,9 @@ def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_
         assert "no egress policy 'nope'; it has local, offline" in unknown.stderr
         assert server.http.get("/v1/jobs").json() == []  # refused at submission: nothing ran
 
-        done = check_tasks(server, str(suite), "--egress", "local", "--json")
+        done = check_tasks(
+            server, str(suite), "--egress", "local", "--concurrency", "1", "--json"
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rows = {row["task"]: row for row in json.loads(done.stdout)}
         assert {task: row["verdict"] for task, row in rows.items()} == dict.fromkeys(
@@ -71,6 +74,10 @@ def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_
     (job,) = server.http.get("/v1/jobs").json()  # one job for the whole set
     trials = server.http.get(f"/v1/jobs/{job['id']}/trials").json()
     assert len(trials) == 2 * len(DEMO_TASKS)
+    # --concurrency 1: the job's trials ran one after another, on a box with room for more.
+    assert job["concurrency"] == 1
+    spans = sorted((t["started_at"], t["finished_at"]) for t in trials)
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans)), spans
     # Each trial ran in its task's environment, recorded by image and digest.
     images = {t["case_id"]: (t["image"], t["image_digest"]) for t in trials}
     assert len(set(images.values())) == len(DEMO_TASKS)
