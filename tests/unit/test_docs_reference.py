@@ -13,6 +13,7 @@ from service import docs_reference
 from service.cli.main import build_parser
 from service.docs_reference import COMMAND, REFERENCE, ROOT, pages, text
 from service.settings import Settings, env_name
+from service.web.api_docs import schema_anchor
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def test_every_path_and_method_of_the_api_is_on_its_page(generated: dict[Path, s
         for method in item:
             assert f"`{method.upper()} {path}`" in page
     for name in schema["components"]["schemas"]:
-        assert f"### {name} " in page
+        assert f"{{#{schema_anchor(name)}}}" in page
 
 
 def test_every_command_is_on_the_cli_page(generated: dict[Path, str]) -> None:
@@ -66,6 +67,7 @@ def test_every_setting_is_on_its_page(generated: dict[Path, str]) -> None:
 def test_text_escapes_markup_outside_code_spans() -> None:
     assert text("a <b> & c|d *e* [f]") == r"a &lt;b&gt; &amp; c\|d \*e\* \[f\]"
     assert text("keep `sha256:<hex>` and `a|b`") == "keep `sha256:<hex>` and `a|b`"
+    assert text("a lone ` stays text") == r"a lone \` stays text"
     assert text("two\n  lines") == "two lines"
 
 
