@@ -123,12 +123,12 @@ def _operation(op: Operation) -> list[str]:
     if op.description:
         lines += [text(op.description), ""]
     if op.parameters:
-        lines += _fields_table(op.parameters, "parameter")
+        lines += ["Parameters:", "", *_fields_table(op.parameters, "parameter")]
     if op.bodies:
         required = "required" if op.body_required else "optional"
         lines += [f"Request body ({required}): {_bodies_text(op.bodies)}", ""]
     rows = [[r.status, text(r.description), _bodies_text(r.bodies)] for r in op.responses]
-    return lines + table(["status", "description", "body"], rows)
+    return [*lines, "Responses:", "", *table(["status", "description", "body"], rows)]
 
 
 def http_api_page(openapi: dict[str, Any]) -> str:
