@@ -29,7 +29,7 @@ from service.scheduler.prepare import make_preparer
 from service.settings import Settings, front_settings, get_settings
 from service.settings import token as checked_token
 from service.store.db import make_engine, migrate, session_factory
-from service.web import review_routes
+from service.web import api_docs, review_routes
 from service.web import routes as web_routes
 
 ADMIN_TOKEN_ENV = "EXAMHALL_ADMIN_TOKEN"
@@ -99,6 +99,10 @@ def create_app(
         version=__version__,
         description="A containerised sandbox eval service for LLM agents.",
         lifespan=lifespan,
+        # FastAPI's /docs and /redoc load their scripts and styles from a CDN; the page
+        # service/web/api_docs.py renders from the same schema loads nothing.
+        docs_url=None,
+        redoc_url=None,
     )
     errors.install(app)
     # Authentication runs before the body is read, so a caller without a token learns
@@ -113,6 +117,7 @@ def create_app(
         app.add_exception_handler(exc_class, handler)
     app.include_router(web_routes.router)
     app.include_router(review_routes.router)
+    app.include_router(api_docs.router)
     # An archive upload has a cap of its own; every other body has the general one.
     archive_cap = BodyCap(
         front.max_suite_archive_bytes,
