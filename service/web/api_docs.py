@@ -3,7 +3,7 @@
 `operations` and `schemas` turn the schema into plain records that two renderers share: the
 `/docs` page here (a Jinja2 template, so every text from the schema is escaped, with no
 script, style or font from elsewhere: FastAPI's own `/docs` loads Swagger UI from a CDN) and
-the Markdown of docs/reference/ (service/docs_reference.py). A type is a list of pieces, each
+the Markdown of docs/reference/ (service/cli/docs_reference.py). A type is a list of pieces, each
 naming the schema it links to, if any, so each renderer makes its own links.
 """
 

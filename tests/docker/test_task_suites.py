@@ -61,9 +61,7 @@ def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_
         assert "no egress policy 'nope'; it has local, offline" in unknown.stderr
         assert server.http.get("/v1/jobs").json() == []  # refused at submission: nothing ran
 
-        done = check_tasks(
-            server, str(suite), "--egress", "local", "--concurrency", "1", "--json"
-        )
+        done = check_tasks(server, str(suite), "--egress", "local", "--concurrency", "1", "--json")
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rows = {row["task"]: row for row in json.loads(done.stdout)}
         assert {task: row["verdict"] for task, row in rows.items()} == dict.fromkeys(

@@ -1,4 +1,4 @@
-"""The generated reference pages (docs/reference/) are what service/docs_reference.py writes
+"""The generated reference pages (docs/reference/) are what service/cli/docs_reference.py writes
 from the code today, and say what each generated page must: every path of the API, every
 command of the CLI, every setting. A failure prints the command that brings them up to date.
 """
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from service import docs_reference
+from service.cli import docs_reference
+from service.cli.docs_reference import COMMAND, REFERENCE, ROOT, pages, text
 from service.cli.main import build_parser
-from service.docs_reference import COMMAND, REFERENCE, ROOT, pages, text
 from service.settings import Settings, env_name
 from service.web.api_docs import schema_anchor
 
