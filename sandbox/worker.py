@@ -1,5 +1,5 @@
-"""The worker: enters the exam hall, runs one agent, judges it, reports (the README's Security
-section tells its steps in order, from the fork to the report).
+"""The worker: enters the exam hall, runs one agent, judges it, reports (docs/architecture/worker.md
+tells its steps in order, from the fork to the report).
 
 Every step fails closed: a failure ends the trial with that step's name and message, and
 nothing after it runs. Started as `python3 -P -m sandbox.worker` by the container entrypoint.

@@ -347,7 +347,7 @@ def cmd_box_build(args: argparse.Namespace) -> int:
     if args.swarm:
         print(f"registry       {box.registry_image}")
         print(
-            "Next, on this manager (README, 'Several boxes'): set -a; . ./.env; set +a; "
+            "Next, on this manager (docs/guides/several-boxes.md): set -a; . ./.env; set +a; "
             "docker stack deploy -c stack.yaml examhall"
         )
         return 0

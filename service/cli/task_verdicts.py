@@ -159,7 +159,7 @@ _NETWORK = re.compile(
 )
 # The solution refused what root may do in Harbor's container: EACCES, EPERM, and EROFS (as
 # root the system directories would be writable there; here the root file system is
-# read-only for every process, README's "Task suites, environments and agents").
+# read-only for every process, docs/guides/task-suites.md).
 _ROOT = re.compile(
     r"Permission denied|Operation not permitted|\bEACCES\b|\bEPERM\b|are you root\?"
     r"|must be run as root|Read-only file system"

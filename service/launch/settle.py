@@ -1,6 +1,6 @@
 """A trial's one outcome, from what its worker said and what its sandbox did.
 
-The integrity rule (README.md, "Reports"): only what the control plane saw from outside the
+The integrity rule (docs/reference/statistics.md): only what the control plane saw from outside the
 sandbox can make a trial unscored or retried. A worker that reported a result keeps it
 unless the deadline passed; a sandbox that ended without one is an `infra_error` only when
 nothing the trial controls could have ended it (the root supervisor reports every death of

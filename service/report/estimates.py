@@ -5,7 +5,7 @@ Pure functions over plain data: no I/O, no database. The bootstrap's draws come 
 numpy's, vectorised). The case is the unit throughout: a case with ten trials is still one
 case, so intervals and standard errors resample or cluster by case, never by trial.
 
-For case i with n_i scored trials and c_i passes (README.md, "Reports"):
+For case i with n_i scored trials and c_i passes (docs/reference/statistics.md):
 
 - pass@1 = mean_i c_i/n_i over cases with n_i >= 1
 - pass^k = mean_i C(c_i,k)/C(n_i,k) over cases with n_i >= k (tau-bench): the chance that k

@@ -1,4 +1,4 @@
-"""Paired comparison of one candidate arm against the baseline arm (README.md, "Reports").
+"""Paired comparison of one candidate arm against the baseline arm (docs/reference/statistics.md).
 
 Pure functions, no I/O: trials in, a `model.Comparison` out. A pair is (case, round): it
 counts only when both arms have exactly one scored trial there. Anything else blocks the pair

@@ -191,7 +191,7 @@ def test_compose_box_runs_jobs_and_leaves_nothing(
         filters={"label": f"{BASE_LABEL}={box.sandbox_base}"}
     )
 
-    # A team and its token, made on the box as the README says.
+    # A team and its token, made on the box as docs/guides/run-a-box.md says.
     box.run("exec", "-T", "examhall", "examhall", "admin", "create-team", "alpha")
     token = box.run("exec", "-T", "examhall", "examhall", "admin", "create-token", "alpha")
     team, admin = box.client(token.strip().splitlines()[-1]), box.client(box.admin_token)

@@ -1,5 +1,5 @@
 """What one request may ask of the box: body size, plan size, variants; and bodies that are
-not JSON answer 422 saying why, as the README promises."""
+not JSON answer 422 saying why, as docs/getting-started.md promises."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""stack.yaml on a three-node swarm, as the README's "Several boxes" has an operator run it.
+"""stack.yaml on a three-node swarm, as docs/guides/several-boxes.md has an operator run it.
 
 The images come from the real `examhall box build --swarm`, on the host. A swarm of its own
 (not the session's) gets them on node-1, the box: labelled examhall.box=true, the other nodes
@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.swarm, pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = "examhall"
-BOX_ALIAS = "box"  # node-1's other name on the swarm's network: BOX in the README
+BOX_ALIAS = "box"  # node-1's other name on the swarm's network: BOX in docs/guides/several-boxes.md
 CONTROL_PLANE = f"{STACK}_examhall"  # the control plane's service
 ROUNDS = 1  # the smoke suite's 4 cases once each
 SMOKE_CASES = 4
@@ -165,7 +165,8 @@ def test_stack_on_three_nodes(docker_client: docker.DockerClient, tmp_path: Path
                 labels[ENGINE_LABEL] = f"tcp://{node.address}:{ENGINE_PORT}"
             swarm_node.update(spec)
 
-        # As the README: set -a; . ./.env; set +a; docker stack deploy -c stack.yaml examhall
+        # As docs/guides/several-boxes.md has it:
+        # set -a; . ./.env; set +a; docker stack deploy -c stack.yaml examhall
         deploy_env = (
             env
             | settings

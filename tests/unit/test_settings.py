@@ -1,4 +1,4 @@
-"""service.settings: one typed object for every EXAMHALL_* setting, the README's table of
+"""service.settings: one typed object for every EXAMHALL_* setting, the table of
 them, and how a value is read (fresh from the environment, a bad one named)."""
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def readme_settings() -> dict[str, str]:
-    """The README's settings table: variable -> its default cell."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+    """The settings table of docs/getting-started.md: variable -> its default cell."""
+    lines = (ROOT / "docs" / "getting-started.md").read_text().splitlines()
     header = lines.index("| setting | default | meaning |")
     assert set(lines[header + 1].replace(" ", "")) <= set("|-"), lines[header + 1]
     rows: dict[str, str] = {}
@@ -47,7 +47,7 @@ def readme_settings() -> dict[str, str]:
         variable, default, meaning = (cell.strip() for cell in match["cells"].split(" | ", 2))
         names = BACKTICKED.findall(variable)
         assert len(names) == 1 and variable == f"`{names[0]}`", f"one variable a row: {line}"
-        assert names[0] not in rows, f"{names[0]} is in the README's table twice"
+        assert names[0] not in rows, f"{names[0]} is in the settings table twice"
         assert default and meaning, f"a row without a default or a meaning: {line}"
         rows[names[0]] = default
     return rows
@@ -56,8 +56,8 @@ def readme_settings() -> dict[str, str]:
 def test_the_readme_table_names_exactly_the_settings() -> None:
     documented = set(readme_settings())
     fields = {env_name(name) for name in Settings.model_fields}
-    assert documented - fields == set(), "in the README, not a field of Settings"
-    assert fields - documented == set(), "a field of Settings the README's table leaves out"
+    assert documented - fields == set(), "in the settings table, not a field of Settings"
+    assert fields - documented == set(), "a field of Settings the settings table leaves out"
 
 
 def test_the_readme_table_shows_each_literal_default() -> None:
@@ -69,7 +69,7 @@ def test_the_readme_table_shows_each_literal_default() -> None:
         if field.default_factory is not None or field.default is None:
             continue
         shown = BACKTICKED.findall(cell)
-        assert shown, f"{variable}: the README shows no default; it is {field.default!r}"
+        assert shown, f"{variable}: the settings table shows no default; it is {field.default!r}"
         # Read as the environment would give it, the shown default is the field's.
         assert getattr(Settings(**{name: shown[0]}), name) == field.default, variable
 

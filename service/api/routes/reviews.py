@@ -29,7 +29,7 @@ _REFUSED = {**NOT_FOUND, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}}
     responses=_REFUSED,
     summary="Draw a review sample",
     description="A seeded random sample of the job's passed and failed trials, stratified by "
-    "variant and outcome (the README's Reports section gives the algorithm). The job must "
+    "variant and outcome (docs/guides/human-review.md gives the algorithm). The job must "
     "have settled (409 otherwise). The newest sample is the job's review queue.",
 )
 def draw_sample(job_id: str, body: SampleRequest, c: Ctx, caller: Caller) -> SampleView:

@@ -39,7 +39,7 @@ def create(
     if not settings.swarm_registry:
         raise SandboxError(
             "The swarm backend needs the box's image registry: set EXAMHALL_SWARM_REGISTRY "
-            "to its host:port (see the README's 'Several boxes')."
+            "to its host:port (see docs/guides/several-boxes.md)."
         )
     try:
         local = local or docker.from_env()

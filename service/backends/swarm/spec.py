@@ -28,8 +28,8 @@ below is either set on the service as the Docker backend sets it, or got another
 |                                 | leaves containers behind on 20.10: moby#44312, #42789)    |
 
 Not settable and not replaced: memory-swap equal to memory (a service's swap limit is the
-engine's default, twice the memory): on nodes without swap, as recommended in the README,
-there is nothing to limit.
+engine's default, twice the memory): on nodes without swap, as
+docs/guides/several-boxes.md recommends, there is nothing to limit.
 """
 
 from __future__ import annotations
