@@ -53,7 +53,8 @@ from service.images.sandbox_image import HASH_LABEL, BuildContext, fields_digest
 from service.images.wheels import download_wheels, image_python
 
 AGENT_LABEL = "examhall.agent"
-_PIP_RECIPE_VERSION = "2"
+# 3: the layer no longer carries its install container's build owner.
+_PIP_RECIPE_VERSION = "3"
 AGENTS_ROOT = "/opt/examhall-agents"
 # Apart from /opt/examhall, the worker's import root (sandbox/verifier.py puts it on the
 # path of the Python that launches the verifier as root).
@@ -338,6 +339,11 @@ def _install_pip_agent(
             f"CMD {json.dumps(base.get('Cmd') or [])}",
             f"USER {base.get('User') or '0:0'}",
             *(f"LABEL {json.dumps(k)}={json.dumps(v)}" for k, v in labels.items()),
+            # A commit keeps the container's labels and cannot drop one: emptied, the install's
+            # owner does not reach every trial container of the layer, which a reaper of the
+            # build containers of gone planes (capped.reap_capped) would otherwise remove
+            # mid-run once the plane that built the layer exits.
+            f'LABEL {json.dumps(OWNER_LABEL)}=""',
         ]
         repository, _, tag = ref.rpartition(":")
         image = container.commit(repository=repository, tag=tag, changes=changes)
