@@ -53,7 +53,8 @@ from service.images.sandbox_image import HASH_LABEL, BuildContext, fields_digest
 from service.images.wheels import download_wheels, image_python
 
 AGENT_LABEL = "examhall.agent"
-_PIP_RECIPE_VERSION = "2"
+# 3: the layer no longer carries its install container's build owner.
+_PIP_RECIPE_VERSION = "3"
 AGENTS_ROOT = "/opt/examhall-agents"
 # Apart from /opt/examhall, the worker's import root (sandbox/verifier.py puts it on the
 # path of the Python that launches the verifier as root).
@@ -133,7 +134,8 @@ def ensure_agent_layer(
     digest = fields_digest(
         [
             ("environment", env.content_hash.encode()),
-            ("agent", agent.model_dump_json().encode()),
+            # Without env, the key an agent had before env existed: no layer is rebuilt.
+            ("agent", agent.model_dump_json(exclude={"env"} if not agent.env else None).encode()),
             ("pip-recipe", _PIP_RECIPE_VERSION.encode()),
             *((f"file:{name}", data) for name, data in sorted(files.items())),
             *(
@@ -167,7 +169,7 @@ def ensure_agent_layer(
             )
         prefix = f"{AGENTS_ROOT}/{digest[:16]}"
         image_id = _install_pip_agent(
-            builder, env, python, prefix, command, requirements, wheels, ref, labels
+            builder, env, python, prefix, command, requirements, wheels, ref, labels, agent.env
         )
     progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
     return BuiltEnvironment(ref, image_id, digest, env.workdir)
@@ -281,6 +283,7 @@ def _install_pip_agent(
     wheels: Mapping[str, bytes],
     ref: str,
     labels: dict[str, str],
+    agent_env: Mapping[str, str],
 ) -> str:
     """Install the wheels in a container of `env`, check what it changed, and commit it."""
     client = builder.client
@@ -330,12 +333,17 @@ def _install_pip_agent(
                 f"without whatever writes these.",
                 log=log,
             )
-        container.put_archive("/", _command_launcher(python, prefix, command))
+        container.put_archive("/", _command_launcher(python, prefix, command, agent_env))
         changes = [
             f"ENTRYPOINT {json.dumps(base.get('Entrypoint') or [])}",
             f"CMD {json.dumps(base.get('Cmd') or [])}",
             f"USER {base.get('User') or '0:0'}",
             *(f"LABEL {json.dumps(k)}={json.dumps(v)}" for k, v in labels.items()),
+            # A commit keeps the container's labels and cannot drop one: emptied, the install's
+            # owner does not reach every trial container of the layer, which a reaper of the
+            # build containers of gone planes (capped.reap_capped) would otherwise remove
+            # mid-run once the plane that built the layer exits.
+            f'LABEL {json.dumps(OWNER_LABEL)}=""',
         ]
         repository, _, tag = ref.rpartition(":")
         image = container.commit(repository=repository, tag=tag, changes=changes)
@@ -393,14 +401,22 @@ def _wheels_tar(prefix: str, wheels: Mapping[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def _command_launcher(python: str, prefix: str, command: str) -> bytes:
+def _command_launcher(
+    python: str, prefix: str, command: str, agent_env: Mapping[str, str] | None = None
+) -> bytes:
     """AGENT_BIN with the one launcher, the agent's command, for put_archive: pip's script for
     it, run by the worker's Python in isolated mode with the agent's packages on its path
-    (so no variable carries them to the processes the agent starts)."""
+    (so no variable carries them to the processes the agent starts). The agent's declared
+    env (service/domain/agents.py checked it) is set here, before the agent's code runs, so
+    the command needs no wrapper such as `env`, which is no console script of its wheels."""
     lines = [
         f"#!{python} -I",
         f"# examhall: the agent's command {command}, pip's script in {prefix}/bin.",
         "import runpy, sys",
+    ]
+    if agent_env:
+        lines.append(f"import os; os.environ.update({dict(sorted(agent_env.items()))!r})")
+    lines += [
         f"sys.path[:0] = [{prefix + '/lib'!r}]",
         f"sys.argv[0] = {AGENT_BIN + '/' + command!r}",
         f"runpy.run_path({prefix + '/bin/' + command!r}, run_name='__main__')",

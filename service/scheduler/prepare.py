@@ -234,6 +234,9 @@ class EnvironmentPreparer:
             if isinstance(variant.agent, dict)
         }
         images: dict[tuple[str, str], tuple[str, str | None]] = {}
+        # Variants that install the same agent above the same environment share its layer;
+        # looked up once, since even a cached layer's key costs a download of its wheels.
+        layers: dict[tuple[str, str], BuiltEnvironment] = {}
         stop = cancel if cancel is not None else threading.Event()
         built = self._build_all(job_id, spec.cases, sources, stop)
         if built is None:
@@ -248,7 +251,10 @@ class EnvironmentPreparer:
                 for variant in spec.arms:
                     if variant in agents:
                         base = environment or self._sandbox_environment(stop)
-                        layered = self._install(base, agents[variant])
+                        key = (base.ref, agents[variant].model_dump_json())
+                        if key not in layers:
+                            layers[key] = self._install(base, agents[variant])
+                        layered = layers[key]
                         self._hold(job_id, base.ref, layered.ref)
                         images[(case, variant)] = (layered.ref, layered.digest)
                     elif environment is not None:

@@ -176,6 +176,17 @@ def canary(monkeypatch: pytest.MonkeyPatch) -> str:
     return value
 
 
+def use_loopback_provider(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A providers file naming `fakeai`, an OpenAI-kind provider at `url` (a provider_server)
+    keyed by the canary, for the control planes this test starts next."""
+    providers = tmp_path / "providers.toml"
+    providers.write_text(
+        f'[providers.fakeai]\nkind = "openai"\nbase_url = "{url}/v1"\n'
+        f'key_env = "{PROVIDER_KEY_ENV}"\n'
+    )
+    monkeypatch.setenv("EXAMHALL_PROVIDERS", str(providers))
+
+
 def canary_search_suite(case_id: str) -> dict[str, str]:
     """evals/probes.py plus a case whose model (scripted by the test's provider) runs the
     canary search; uploaded whole, as users upload suites."""

@@ -36,6 +36,7 @@ from service.environments import (
 )
 from service.environments.agents import AGENTS_ROOT
 from service.environments.worker_layer import RUNTIME_PYTHON
+from service.images.capped import OWNER_LABEL
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
 from service.settings import Settings
@@ -489,6 +490,9 @@ def test_a_dependency_shipping_pip_is_no_conflict_and_only_the_agents_command_is
     )
     make_wheel(wheelhouse, "examhall-probe-dep", scripts={"pip": "examhall_probe_dep:main"})
     layered = ensure_agent_layer(builder_module, pip_env, PROBE_AGENT, Lines())
+    # Its install container's build owner stays behind: a trial container of the layer
+    # would carry it, and a build reaper would take the trial for a gone plane's build.
+    assert not docker_client.images.get(layered.ref).labels.get(OWNER_LABEL)
     # The agent's PATH (sandbox/external.py puts AGENT_BIN first) finds its command...
     said = run(
         docker_client,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from service.suites import shipped_dir
-from tests.docker.conftest import PROVIDER_KEY_ENV, Server
+from tests.docker.conftest import Server, use_loopback_provider
 from tests.package_index import PackageIndex, point_at_index
 from tests.provider_server import Answer, Received, openai_answer, provider_server
 
@@ -468,12 +468,7 @@ def test_a_real_models_agent_finds_no_solution(
         return openai_answer(tool=("bash", {"command": look}))
 
     with provider_server(respond) as fake:
-        providers = tmp_path / "providers.toml"
-        providers.write_text(
-            f'[providers.fakeai]\nkind = "openai"\nbase_url = "{fake.url}/v1"\n'
-            f'key_env = "{PROVIDER_KEY_ENV}"\n'
-        )
-        monkeypatch.setenv("EXAMHALL_PROVIDERS", str(providers))
+        use_loopback_provider(fake.url, tmp_path, monkeypatch)
         server = start_server()
         suite = upload(server, multi_file_task(), "multi_file_solution")
         created = server.submit(suite=suite, model={"provider": "fakeai", "id": "gpt-test"})

@@ -290,6 +290,84 @@ def test_an_agent_environment_is_one_kind_with_the_prompt_in_its_command() -> No
             AgentEnvironment.model_validate(bad)
 
 
+MINI_ENV = {"MSWEA_CONFIGURED": "true", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def test_a_pip_agent_may_set_plain_variables_for_its_command() -> None:
+    agent = AgentEnvironment(pip=["x==1"], command=["x", "{task}"], env=MINI_ENV)
+    assert agent.env == MINI_ENV
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ({"OPENAI_API_KEY": "sk-real"}, "looks like a credential"),
+        ({"HF_TOKEN": "t"}, "looks like a credential"),
+        ({"EXAMHALL_X": "1"}, "examhall's own"),
+        ({"OPENAI_BASE_URL": "http://elsewhere/v1"}, "examhall's to set"),
+        ({"PATH": "/tmp"}, "examhall's to set"),
+        ({"HOME": "/app"}, "examhall's to set"),
+        ({"LD_PRELOAD": "/tmp/x.so"}, "examhall's to set"),
+        ({"PYTHONPATH": "/tmp"}, "examhall's to set"),
+        ({"A B": "1"}, "not a plain variable name"),
+        ({"1X": "1"}, "not a plain variable name"),
+        ({"X": "a\0b"}, "without NUL"),
+        ({"X": "a" * 4097}, "at most 4096"),
+        ({f"V{n}": "1" for n in range(33)}, "at most 32 variables"),
+    ],
+)
+def test_a_pip_agents_env_is_refused_where_it_would_carry_a_key_or_move_examhalls(
+    env: dict[str, str], why: str
+) -> None:
+    with pytest.raises(ValidationError, match=why):
+        AgentEnvironment(pip=["x==1"], command=["x", "{task}"], env=env)
+
+
+def test_a_catalogue_agent_takes_no_env() -> None:
+    with pytest.raises(ValidationError, match="brings its own env"):
+        AgentEnvironment(catalogue="llm", env={"X": "1"})
+
+
+def test_the_launcher_sets_the_agents_env_before_its_code_runs(tmp_path: Path) -> None:
+    """The launcher service/environments/agents.py writes, run by this Python: pip's script
+    sees the declared variables, and so do the processes it starts."""
+    import io
+    import subprocess
+    import sys
+    import tarfile
+
+    from sandbox.external import AGENT_BIN
+    from service.environments.agents import _command_launcher
+
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "lib").mkdir()
+    (prefix / "bin" / "probe").write_text(
+        "import os, subprocess, sys\n"
+        "print(os.environ['MSWEA_CONFIGURED'], os.environ['QUOTED'], flush=True)\n"
+        "subprocess.run(['sh', '-c', 'echo child $MSWEA_CONFIGURED'], check=True)\n"
+    )
+    tarball = _command_launcher(
+        sys.executable, str(prefix), "probe", {**MINI_ENV, "QUOTED": 'it\'s "x"\n$HOME'}
+    )
+    with tarfile.open(fileobj=io.BytesIO(tarball)) as tar:
+        member = tar.extractfile(f"{AGENT_BIN.lstrip('/')}/probe")
+        assert member is not None
+        launcher = tmp_path / "probe"
+        launcher.write_bytes(member.read())
+    done = subprocess.run(
+        [sys.executable, "-I", str(launcher)],
+        env={"PATH": "/usr/bin:/bin", "MSWEA_CONFIGURED": "no"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == 'true it\'s "x"\n$HOME\nchild true\n', done.stdout
+    # Without env, the launcher is what it was before env existed (the layer's key holds).
+    plain = _command_launcher(sys.executable, str(prefix), "probe")
+    assert b"os.environ" not in plain
+
+
 @pytest.mark.parametrize(
     "add",
     [
