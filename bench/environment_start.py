@@ -25,7 +25,7 @@ from service.backends.docker import DockerBackend, DockerSettings
 from service.environments import DeclarativeEnvironment, EnvironmentBuilder, declarative_source
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, run_trial
-from service.suites import load_suite
+from service.suites.python import load_suite
 
 
 def main() -> int:

@@ -151,7 +151,7 @@ def stream_part(args: argparse.Namespace) -> dict[str, Any]:
     from service.store.queue import claim
     from service.store.results import record_result
     from service.store.trials import started_trials
-    from service.suites import load_suite
+    from service.suites.python import load_suite
 
     with tempfile.TemporaryDirectory(prefix="examhall-bench-") as tmp:
         engine = make_engine(f"sqlite:///{Path(tmp) / 'stream.db'}")

@@ -41,7 +41,7 @@ from service.scheduler import Scheduler
 from service.store import counts
 from service.store.db import make_engine, migrate, session_factory
 from service.store.jobs import create_job
-from service.suites import load_suite
+from service.suites.python import load_suite
 
 SMOKE = ["create-greeting", "fix-config", "count-lines", "notes-in-steps"]
 

@@ -33,7 +33,7 @@ from sandbox.protocol import ModelRef, RunSpec
 from service.backends.docker import DockerBackend, DockerSettings
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
-from service.suites import load_suite
+from service.suites.python import load_suite
 from tests.docker.conftest import serve
 from tests.swarm.backends import swarm_backend
 from tests.swarm.cluster import Cluster, reap_orphans

@@ -32,7 +32,7 @@ from service.backends.protocol import LaunchSpec
 from service.launch.conversation import SandboxRun
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
-from service.suites import load_suite
+from service.suites.python import load_suite
 
 TARGET_RATIO = 1.15
 # Where a trial's time goes, from the control plane: the backend's calls, and the worker's

@@ -319,7 +319,7 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
         # The verifier's files stay here; the child (and so the agent) never has them. The
         # reference solution goes to /solution, as Harbor's oracle has it, for the agents
         # that run it; for any other the child gets none (the control plane sends none to
-        # such a trial, service/task_suites.py: this holds it even if one came).
+        # such a trial, service/suites/harbor/suite.py: this holds it even if one came).
         run.verifying = True
         solution = (
             spec.task.solution if runs_solution(spec.task.agent, spec.model.provider) else None

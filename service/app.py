@@ -22,9 +22,9 @@ from service.api.json_body import JsonDepthLimit
 from service.api.routes import health, jobs, reports, reviews, suites, trials
 from service.backends.protocol import SandboxBackend
 from service.backends.registry import create_backend
-from service.listing import Lister
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
+from service.scheduler.listing import Lister
 from service.scheduler.prepare import make_preparer
 from service.settings import Settings, front_settings, get_settings
 from service.settings import token as checked_token

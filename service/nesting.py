@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 # Levels of arrays and tables/objects one document may nest. A job body reaches about 5
-# (service/domain/job_spec.py), a task.toml about 4 (service/harbor/task_config.py).
+# (service/domain/job_spec.py), a task.toml about 4 (service/suites/harbor/task_config.py).
 MAX_DEPTH = 100
 
 # A JSON string, as the unrolled loop (linear: no nested quantifier to backtrack over when

@@ -20,7 +20,7 @@ from service.images.build_network import PROXY, remove_build_network
 from service.images.sandbox_image import ensure_sandbox_image
 from service.launch.launcher import Launcher
 from service.launch.trial import TrialRecord, run_trial
-from service.suites import load_suite
+from service.suites.python import load_suite
 
 
 def _to_stderr(line: str) -> None:

@@ -9,9 +9,9 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.backends.protocol import SandboxBackend
-from service.listing import Lister
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
+from service.scheduler.listing import Lister
 from service.scheduler.prepare import EnvironmentPreparer
 from service.settings import Settings
 

@@ -28,7 +28,6 @@ from typing import Any
 
 import httpx
 
-from service.archives import ArchiveError
 from service.cli.client import ApiError, Client
 from service.cli.local import local_control_plane
 from service.cli.task_verdicts import (
@@ -44,10 +43,10 @@ from service.cli.task_verdicts import (
     last_attempts,
     verdict,
 )
-from service.harbor.tasks import load_tasks, read_tree
 from service.store.db import database_url
 from service.suites import SuiteError, shipped_dir
-from service.task_suites import shipped_task_suites
+from service.suites.archives import ArchiveError
+from service.suites.harbor import load_tasks, read_tree, shipped_task_suites
 
 # Where an agent's files are when the task names no WORKDIR: Harbor's and examhall's.
 WORKSPACES = ("/app", "/workspace")
@@ -167,7 +166,7 @@ def suite_dir(suite: str) -> Path | None:
 
 def local_tasks(directory: Path) -> dict[str, bool]:
     """Task id -> whether it has solution/solve.sh, read as the control plane reads an upload
-    (service/task_suites.py's from_archive), so the ids are the ones its jobs use."""
+    (service/suites/harbor/suite.py's from_archive), so the ids are the ones its jobs use."""
     try:
         tasks = load_tasks(read_tree(directory))
     except SuiteError as exc:

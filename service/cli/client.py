@@ -12,11 +12,11 @@ from typing import Any, TextIO
 
 import httpx
 
-from service.archives import pack_directory
 from service.domain.builds import ENDED
 from service.domain.status import JobStatus
 from service.settings import get_settings
 from service.settings import token as checked_token
+from service.suites.archives import pack_directory
 
 TOKEN_ENV = "EXAMHALL_TOKEN"
 SERVER_ENV = "EXAMHALL_SERVER"
@@ -119,7 +119,7 @@ class Client:
         self.http.close()
 
     def upload_suite(self, directory: str | os.PathLike[str], name: str | None = None) -> str:
-        """Pack the directory (service.archives.pack_directory), upload it to POST /v1/suites
+        """Pack the directory (service.suites.archives.pack_directory), upload it to POST /v1/suites
         and return its id, `sha256:<hex>`, for a job's `suite`. Uploading an unchanged tree
         again gives the same id. An ArchiveError when the tree cannot be packed."""
         suite_id: str = self.upload(directory, name)["id"]

@@ -35,9 +35,11 @@ from service.launch.trial import TrialRecord, launch_trial
 from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.report.commands import add_commands as add_report_commands
+from service.scheduler.listing import list_cases
 from service.scheduler.run_spec import run_spec
 from service.settings import ConfigError, database_url, front_settings, get_settings, max_containers
-from service.suites import SuiteError, list_cases, load_suite
+from service.suites import SuiteError
+from service.suites.python import load_suite
 
 
 def _progress(line: str) -> None:

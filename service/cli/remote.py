@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 
 from sandbox.protocol import ModelRef
-from service.archives import ArchiveError
 from service.cli import check_tasks
 from service.cli.client import ApiError, Client, default_server
 from service.domain.status import JobStatus
+from service.suites.archives import ArchiveError
 
 SUITE_HELP = (
     "a suite file (.py, uploaded), a directory of Harbor tasks (packed and uploaded), or the "

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import evals
 from sandbox.prompt import section_marker
 from service.settings import get_settings
-from service.suites import shipped_dir
 
 
 class DocsSetError(ValueError):
@@ -17,7 +17,8 @@ class DocsSetError(ValueError):
 
 
 def docs_sets_dir() -> Path:
-    return get_settings().docs_dir or shipped_dir() / "docs"
+    # evals/docs beside the shipped suites (service/suites/base.py shipped_dir, a layer up).
+    return get_settings().docs_dir or Path(evals.__file__).resolve().parent / "docs"
 
 
 def registered_docs() -> list[str]:

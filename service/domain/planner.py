@@ -7,9 +7,9 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from sandbox.protocol import CaseInfo, SuiteBundle
+from sandbox.protocol import CaseInfo
 from service.domain.agents import AgentEnvironment
 from service.domain.docs_sets import DocsSetError, load_docs
 from service.domain.job_spec import (
@@ -21,7 +21,6 @@ from service.domain.job_spec import (
     VariantSpec,
 )
 from service.providers import ProviderRegistry, default_model
-from service.suites import load_suite, shipped_suites
 
 DEFAULT_VARIANT = "default"
 
@@ -192,18 +191,6 @@ def resolve_design(request: JobRequest, cases: Sequence[str] = ()) -> Design:
     return Design(resolved, baseline, arms, docs, docs_name, tuple(cases))
 
 
-def resolve_suite(request: JobRequest) -> SuiteBundle:
-    if isinstance(request.suite, str):
-        if request.suite not in shipped_suites():
-            raise JobInputError(
-                ("body", "suite"),
-                f"Unknown suite {request.suite!r}; shipped suites: {', '.join(shipped_suites())}. "
-                'Upload your own as {"name": ..., "source": ...}.',
-            )
-        return load_suite(request.suite)
-    return SuiteBundle(name=request.suite.name, source=request.suite.source)
-
-
 def refused_task(suite: str, task: str, problems: Sequence[str]) -> str:
     return (
         f"Suite {suite}'s task {task} was refused when it was uploaded: {'; '.join(problems)}. "
@@ -236,14 +223,28 @@ def select_cases(
     return list(request.cases)
 
 
-def check_agents(request: JobRequest, *, task_suite: bool) -> None:
+class SuiteTraits(Protocol):
+    """What the checks below ask of a suite's format (service/suites/base.py SuiteFormat)."""
+
+    @property
+    def builtin_agents(self) -> bool:
+        """The built-in agents run on its suites: their cases have solutions to run."""
+        ...
+
+    @property
+    def builds_environments(self) -> bool:
+        """Every job of it runs in images built for it."""
+        ...
+
+
+def check_agents(request: JobRequest, suite_format: SuiteTraits) -> None:
     """The built-in agents check tasks (a Python suite's cases have no solution to run) and
     call no model; an installed agent brings its own command."""
     suite = request.suite if isinstance(request.suite, str) else request.suite.name
     for name, harness in (request.variants or {}).items():
         where = ("body", "variants", name, "agent")
         if isinstance(harness.agent, str):
-            if not task_suite:
+            if not suite_format.builtin_agents:
                 raise JobInputError(
                     where,
                     f"The {harness.agent} agent runs on task suites (Harbor's format) only; "
@@ -263,11 +264,11 @@ def check_agents(request: JobRequest, *, task_suite: bool) -> None:
             )
 
 
-def check_credentials(request: JobRequest, design: Design, *, task_suite: bool) -> None:
+def check_credentials(request: JobRequest, design: Design, suite_format: SuiteTraits) -> None:
     """Direct credentials put the provider's key in the sandbox's root supervisor; in an
     image a suite built (its Python, its libc, its site-packages) that process would run the
     suite's code. Such jobs reach their models through the relay only."""
-    if request.credentials == "direct" and (task_suite or design.builds):
+    if request.credentials == "direct" and (suite_format.builds_environments or design.builds):
         raise JobInputError(
             ("body", "credentials"),
             "Direct credentials are for jobs that run in examhall's own sandbox image; this "

@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import SuiteBundle
 from sandbox.providers.client import Budget
-from service import task_suites
 from service.backends.protocol import FoundSandbox, SandboxBackend
 from service.domain.job_spec import JobSpec
 from service.launch.egress import trial_egress
@@ -30,13 +29,14 @@ from service.launch.trial import Placement, TrialRecord, launch_trial
 from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.scheduler.ingest import EventSink
+from service.scheduler.listing import LIST_PREFIX
 from service.scheduler.run_spec import run_spec
 from service.settings import egress_policies, get_settings
 from service.store import queue
 from service.store.planes import BEAT_EVERY_S, beat, forget, live_planes, plane_owners
 from service.store.results import record_infra_error, record_result
-from service.suite_trees import HARBOR
-from service.suites import LIST_PREFIX
+from service.suite_resolver import stored_tasks
+from service.suites import SuiteFormat, format_of, task_spec, trial_deadline_s
 
 log = logging.getLogger("examhall.scheduler")
 
@@ -72,11 +72,11 @@ class Scheduler:
         self._pool = ThreadPoolExecutor(self.max_containers, thread_name_prefix="examhall-trial")
         self._thread: threading.Thread | None = None
         self._suites: dict[str, SuiteBundle] = {}
-        self._kinds: dict[str, str] = {}
+        self._formats: dict[str, SuiteFormat] = {}
         self.on_change: Callable[[str], None] | None = None
-        # Suite listings (service/listing.py) run sandboxes too, so they hold slots of the
-        # box's and their team's caps: the team of each listing running, and of each waiting
-        # for a slot (served before queued trials, since a request is waiting).
+        # Suite listings (service/scheduler/listing.py) run sandboxes too, so they hold slots
+        # of the box's and their team's caps: the team of each listing running, and of each
+        # waiting for a slot (served before queued trials, since a request is waiting).
         self._listings: list[str | None] = []
         self._listing_waits: list[str | None] = []
         # Claims and listing reservations take turns, so neither sees the other's count
@@ -254,15 +254,13 @@ class Scheduler:
             harness = spec.variant(trial.variant)
             deadline_s = harness.limits.timeout_s
             placement = task = agent_timeout_s = egress = None
-            if trial.image is not None and not self._is_tasks(session, job.suite_sha256):
+            if trial.image is not None and not self._format(session, job.suite_sha256).tasks:
                 # A case's own environment, by its id: a tag could be pointed elsewhere.
                 placement = Placement(image=trial.image_digest or trial.image)
             elif trial.image is not None:  # a task suite's trial, in its environment's image
-                found = task_suites.stored(session, job.suite_sha256, job.suite_name).task(
-                    trial.case_id
-                )
+                found = stored_tasks(session, job.suite_sha256, job.suite_name).task(trial.case_id)
                 agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
-                deadline_s = task_suites.trial_deadline_s(found, agent_timeout_s)
+                deadline_s = trial_deadline_s(found, agent_timeout_s)
                 egress = trial_egress(
                     self.egress_policies,
                     spec.egress,
@@ -270,7 +268,7 @@ class Scheduler:
                     found.limits.allowed_hosts,
                     self.egress_max_bytes,
                 )
-                task = task_suites.task_spec(
+                task = task_spec(
                     found,
                     agent=harness.agent if isinstance(harness.agent, str) else None,
                     provider=harness.model.provider,
@@ -342,11 +340,11 @@ class Scheduler:
         if job_id is not None and self.on_change is not None:
             self.on_change(job_id)
 
-    def _is_tasks(self, session: Session, sha256: str) -> bool:
-        """Whether the suite is a task suite (Harbor's format), not a Python one."""
-        if sha256 not in self._kinds:
-            self._kinds[sha256] = queue.suite_kind(session, sha256)
-        return bool(self._kinds[sha256] == HARBOR)
+    def _format(self, session: Session, sha256: str) -> SuiteFormat:
+        """The suite's format, by its row's kind (read once per suite)."""
+        if sha256 not in self._formats:
+            self._formats[sha256] = format_of(queue.suite_kind(session, sha256))
+        return self._formats[sha256]
 
     def _suite(self, session: Session, sha256: str, name: str) -> SuiteBundle:
         """A Python suite's bundle as the job names it: the stored row's name is the first

@@ -28,7 +28,6 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import case_environments, task_suites
 from service.backends.protocol import BuildsImages, SandboxBackend
 from service.domain.agents import AgentEnvironment
 from service.domain.job_spec import JobSpec
@@ -48,9 +47,9 @@ from service.owners import owner_gone
 from service.scheduler.build_progress import WRITE_EVERY_S, BuildProgress
 from service.store import environments as builds
 from service.store.jobs import Unbuilt, building_jobs, fail_job, start_built_job
-from service.store.models import Job, Suite
+from service.store.models import Job
 from service.store.planes import live_planes, plane_owners
-from service.suite_trees import HARBOR
+from service.suite_resolver import stored
 from service.suites import SuiteError
 
 log = logging.getLogger("examhall.prepare")
@@ -341,14 +340,8 @@ class EnvironmentPreparer:
     @staticmethod
     def _sources(session: Session, job: Job, spec: JobSpec) -> dict[str, EnvironmentSource]:
         """What each case of the job that has an environment of its own is built from."""
-        suite = session.get(Suite, job.suite_sha256)
-        if suite is not None and suite.kind == HARBOR:
-            tasks = task_suites.cached(suite, job.suite_name)
-            return {case: task_suites.environment_source(tasks, case) for case in spec.cases}
-        return {
-            case: case_environments.source(job.suite_name, case, described)
-            for case, described in (spec.environments or {}).items()
-        }
+        suite_format, suite = stored(session, job.suite_sha256, job.suite_name)
+        return suite_format.environment_sources(suite, spec.cases, spec.environments or {})
 
     def _build(
         self,

@@ -50,9 +50,10 @@ class Suite(Base):
     name: Mapped[str] = mapped_column(String(200))
     source: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime)
-    # 'python': an examhall suite module, in `source`, sha256 of that source.
-    # 'harbor': an uploaded tree of Harbor tasks (service/archives.py), its archive's bytes
-    # as uploaded in `archive` (source empty), sha256 of those bytes.
+    # The format's kind (service/suites/registry.py). 'python': an examhall suite module, in
+    # `source`, sha256 of that source. 'harbor': an uploaded tree of Harbor tasks
+    # (service/suites/archives.py), its archive's bytes as uploaded in `archive` (source
+    # empty), sha256 of those bytes.
     kind: Mapped[str] = mapped_column(String(20), default="python", server_default="python")
     archive: Mapped[bytes | None] = mapped_column(LargeBinary)
 

@@ -1,12 +1,12 @@
 """Uploaded suite trees: their bytes in the suites table, once; who uploaded them, per owner.
 
-A tree's row has kind 'harbor', the archive's bytes as uploaded, and the sha256 of those
-bytes (without the `sha256:` prefix the API shows) as its key, as a Python suite's row has
-the sha256 of its source. Its name there is only the first upload's, and is shown to no one:
-a team sees a tree only through its own row of suite_uploads, under the name it gave it, so
-that nothing it is told depends on another team's uploads (the bytes being stored already,
-or what another team called them). Admins, who see every team's jobs, are one owner, and
-may also read any stored tree.
+A tree's row has its format's kind ('harbor'; service/suites/registry.py), the archive's
+bytes as uploaded, and the sha256 of those bytes (without the `sha256:` prefix the API
+shows) as its key, as a Python suite's row has the sha256 of its source. Its name there is
+only the first upload's, and is shown to no one: a team sees a tree only through its own row
+of suite_uploads, under the name it gave it, so that nothing it is told depends on another
+team's uploads (the bytes being stored already, or what another team called them). Admins,
+who see every team's jobs, are one owner, and may also read any stored tree.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from service.archives import ID_PREFIX, is_archive_id
 from service.store.clock import now
 from service.store.models import Suite, SuiteUpload
+from service.suites.archives import ID_PREFIX, is_archive_id
 
 # The owner of admin tokens' uploads: never a team's id (those start with "team-").
 ADMIN_OWNER = "admin"
@@ -84,13 +84,13 @@ def save_upload(
 
 
 def get_suite_tree(session: Session, suite_id: str) -> Suite | None:
-    """The stored tree `sha256:<hex>`, whoever uploaded it, or None (also for a Python
-    suite's row: those are reached through their jobs, not by id). Not for answering a team:
-    see uploaded_tree."""
+    """The stored tree `sha256:<hex>`, whoever uploaded it, or None (also for a row with no
+    archive: a Python suite's; which formats are trees is service/suite_resolver.py's to
+    ask). Not for answering a team: see uploaded_tree."""
     if not is_archive_id(suite_id):
         return None
     suite = session.get(Suite, suite_id.removeprefix(ID_PREFIX))
-    if suite is None or suite.archive is None or suite.kind == "python":
+    if suite is None or suite.archive is None:
         return None
     return suite
 

@@ -15,10 +15,10 @@ import pytest
 import sqlalchemy as sa
 
 from sandbox.protocol import CaseInfo, CasesMessage
-from service.archives import pack_directory
 from service.backends.fake import FakeBackend, FakeWorker
 from service.environments.errors import EnvironmentProblem
 from service.environments.references import MAX_REFERENCE, check_base, check_reference
+from service.suites.archives import pack_directory
 from tests.api.test_suites import GZIP, harbor_tree
 from tests.docker.conftest import Server, serve
 

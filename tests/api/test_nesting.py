@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from service.archives import pack_directory
 from service.nesting import MAX_DEPTH, json_depth_exceeds
+from service.suites.archives import pack_directory
 from tests.api.test_suites import GZIP, harbor_tree
 from tests.docker.conftest import Server
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from service.archives import archive_id, pack_directory
 from service.cli import main
 from service.cli.client import Client, suite_name
+from service.suites.archives import archive_id, pack_directory
 from tests.api.test_suites import harbor_tree
 from tests.docker.conftest import Server
 

@@ -11,11 +11,12 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from service.archives import archive_id, pack_directory
 from service.store.db import make_engine, session_factory
 from service.store.models import Suite
+from service.suite_resolver import resolve_tasks, uploaded_tasks
 from service.suites import SuiteError
-from service.task_suites import cached, resolve
+from service.suites.archives import archive_id, pack_directory
+from service.suites.harbor import HARBOR
 from tests.api.test_suites import GZIP, harbor_tree
 from tests.docker.conftest import Server
 
@@ -84,8 +85,8 @@ def test_a_re_upload_answers_each_team_by_its_own_uploads(server: Server, tmp_pa
 def test_a_job_finds_only_the_callers_own_uploads_under_its_name(
     server: Server, tmp_path: Path
 ) -> None:
-    """task_suites.resolve, which POST /v1/jobs calls for a task suite (a backend that builds
-    images is needed to reach it over HTTP), on the server's real store."""
+    """suite_resolver.resolve_tasks, which POST /v1/jobs calls for a task suite (a backend
+    that builds images is needed to reach it over HTTP), on the server's real store."""
     blue = server.as_team(server.team_token("blue"))
     red = server.as_team(server.team_token("red"))
     data = pack_directory(harbor_tree(tmp_path / "suite"))
@@ -96,30 +97,30 @@ def test_a_job_finds_only_the_callers_own_uploads_under_its_name(
     try:
         sessions = session_factory(engine)
         with sessions.begin() as session:
-            found = resolve(session, suite_id, team_id=teams["blue"], admin=False)
+            found = resolve_tasks(session, suite_id, HARBOR, team_id=teams["blue"], admin=False)
             assert found.name == "blue-secret-plan"
             # Red never uploaded it: refused as bytes no one stored are.
             with pytest.raises(SuiteError) as held:
-                resolve(session, suite_id, team_id=teams["red"], admin=False)
+                resolve_tasks(session, suite_id, HARBOR, team_id=teams["red"], admin=False)
             with pytest.raises(SuiteError) as unheld:
-                resolve(session, unknown_id, team_id=teams["red"], admin=False)
+                resolve_tasks(session, unknown_id, HARBOR, team_id=teams["red"], admin=False)
             assert str(held.value).replace(suite_id, "X") == str(unheld.value).replace(
                 unknown_id, "X"
             )
             # An admin finds any stored suite.
-            assert resolve(session, suite_id, team_id=None, admin=True).id == suite_id
+            assert resolve_tasks(session, suite_id, HARBOR, team_id=None, admin=True).id == suite_id
         assert _upload(red, "red-name", data)[0] == 201
         with sessions.begin() as session:
-            suite = resolve(session, suite_id, team_id=teams["red"], admin=False)
+            suite = resolve_tasks(session, suite_id, HARBOR, team_id=teams["red"], admin=False)
             assert suite.name == "red-name"
             # The parsed suite is cached by its bytes, but always named as asked (the
             # scheduler asks by the job's suite_name).
             row = session.get(Suite, suite.sha256)
             assert row is not None
-            assert cached(row, "blue-secret-plan").name == "blue-secret-plan"
-            assert cached(row, "red-name").name == "red-name"
+            assert uploaded_tasks(row, "blue-secret-plan").name == "blue-secret-plan"
+            assert uploaded_tasks(row, "red-name").name == "red-name"
             with pytest.raises(SuiteError, match="red-name has no task 'nope'"):
-                cached(row, "red-name").task("nope")
+                uploaded_tasks(row, "red-name").task("nope")
     finally:
         engine.dispose()
     for client in (blue, red):

@@ -14,9 +14,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from service.archives import DEFAULT_MAX_UNPACKED_BYTES, archive_id, pack_directory
 from service.backends.fake import FakeBackend
 from service.settings import Settings
+from service.suites.archives import DEFAULT_MAX_UNPACKED_BYTES, archive_id, pack_directory
 from tests.api.conftest import _no_sandbox
 from tests.docker.conftest import Server, serve
 

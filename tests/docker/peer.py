@@ -13,7 +13,7 @@ from service.domain.status import JobStatus, TrialStatus
 from service.store.db import make_engine, session_factory
 from service.store.jobs import create_job
 from service.store.models import Plane, Team, Trial
-from service.suites import load_suite
+from service.suites.python import load_suite
 
 PEER = "peer-host.invalid:1:tests"
 

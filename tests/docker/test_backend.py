@@ -31,7 +31,7 @@ from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Trial
 from service.store.planes import beat
-from service.suites import load_suite
+from service.suites.python import load_suite
 from tests.store.conftest import submit
 
 pytestmark = pytest.mark.docker

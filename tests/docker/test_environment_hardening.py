@@ -17,7 +17,7 @@ from service.backends.docker import DockerBackend
 from service.environments import EnvironmentBuilder, dockerfile_source
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, run_trial
-from service.suites import load_suite
+from service.suites.python import load_suite
 from tests.docker.test_probes import PROBES, attempts_of
 
 pytestmark = pytest.mark.docker

@@ -40,7 +40,7 @@ from service.images.capped import OWNER_LABEL
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
 from service.settings import Settings
-from service.suites import load_suite
+from service.suites.python import load_suite
 
 pytestmark = pytest.mark.docker
 

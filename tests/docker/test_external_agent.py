@@ -17,7 +17,7 @@ from service.images.agent_images import ensure_agent_image
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
 from service.providers import ProviderEntry
-from service.suites import load_suite
+from service.suites.python import load_suite
 from tests.provider_server import Answer, Received, openai_answer, provider_server
 
 pytestmark = pytest.mark.docker

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from service.archives import pack_directory
 from service.suites import shipped_dir
+from service.suites.archives import pack_directory
 from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker

@@ -12,7 +12,7 @@ import pytest
 from evals import probes
 from sandbox.protocol import SuiteBundle
 from service.launch.trial import TrialRecord
-from service.suites import load_suite
+from service.suites.python import load_suite
 
 pytestmark = pytest.mark.docker
 

@@ -28,7 +28,7 @@ from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from service.store.jobs import create_job
 from service.store.models import Job
-from service.suites import load_suite
+from service.suites.python import load_suite
 
 POSTGRES_ENV = "EXAMHALL_TEST_POSTGRES_URL"
 SMOKE = ["create-greeting", "fix-config", "count-lines", "notes-in-steps"]

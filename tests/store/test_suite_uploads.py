@@ -6,9 +6,9 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.archives import archive_id
 from service.store.models import Suite, SuiteUpload
 from service.store.suites import ADMIN_OWNER, owner_of, save_upload, store_tree, uploaded_tree
+from service.suites.archives import archive_id
 
 
 def test_each_owner_has_its_own_upload_of_shared_bytes(sessions: sessionmaker[Session]) -> None:

@@ -1,4 +1,4 @@
-"""service.archives: suites packed deterministically, hostile archives refused with the entry
+"""service.suites.archives: suites packed deterministically, hostile archives refused with the entry
 named, and trees written only under their root."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from service.archives import (
+from service.suites.archives import (
     ArchiveError,
     ArchiveFile,
     archive_id,

@@ -1,4 +1,4 @@
-"""service/harbor: Harbor-format suites read into tasks, their task.toml type-checked and its
+"""service/suites/harbor: Harbor-format suites read into tasks, their task.toml type-checked and its
 limits mapped onto examhall's, and what examhall cannot honour refused by task and field."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from service.domain.job_spec import MAX_TIMEOUT_S
-from service.harbor import (
+from service.suites import SuiteError
+from service.suites.harbor import (
     HarborTaskError,
     TaskLimits,
     is_harbor_tree,
@@ -19,9 +20,8 @@ from service.harbor import (
     parse_task_config,
     read_tree,
 )
-from service.harbor.limits import MAX_CPUS, MAX_MEMORY_BYTES, MAX_STORAGE_BYTES
-from service.harbor.tasks import MAX_CARRIED_BYTES, MAX_NAME_BYTES
-from service.suites import SuiteError
+from service.suites.harbor.limits import MAX_CPUS, MAX_MEMORY_BYTES, MAX_STORAGE_BYTES
+from service.suites.harbor.tasks import MAX_CARRIED_BYTES, MAX_NAME_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "evals" / "harbor_demo"

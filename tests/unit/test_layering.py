@@ -4,7 +4,11 @@
 - sandbox runs inside the trial's container with only the standard library: it imports
   nothing of service and no third-party package;
 - service.domain (the job, its outcomes, its plan) imports nothing above it: no store,
-  report, backend, scheduler, launcher, environment builder, API, web or CLI;
+  report, backend, scheduler, launcher, environment builder, suite format, API, web or CLI;
+- service.suites, the suite formats, is pure: files and bytes in, cases and tasks out; it
+  reads no store, runs no sandbox and answers no HTTP (no store, report, backend, scheduler,
+  launcher, gateway, API, web or CLI); service.suite_resolver reads suites through the
+  store for the API and the scheduler, and nothing below them imports it;
 - service.store never imports service.report, service.api or service.web;
 - service.report never imports service.api or service.web;
 - service.backends never imports service.domain, service.api or service.web;
@@ -115,6 +119,8 @@ ABOVE_THE_DOMAIN = (
     "service.environments",
     "service.review",
     "service.gateway",
+    "service.suites",
+    "service.suite_resolver",
     "service.api",
     "service.web",
     "service.cli",
@@ -125,6 +131,26 @@ ABOVE_THE_DOMAIN = (
 def test_the_domain_imports_nothing_above_it() -> None:
     found = violations(("service.domain",), ABOVE_THE_DOMAIN)
     assert found == [], "service.domain is the bottom of the control plane"
+
+
+# The formats sit just above the domain: they describe environments (service.environments'
+# sources), and everything else above the domain is above them too.
+ABOVE_THE_FORMATS = tuple(
+    package
+    for package in ABOVE_THE_DOMAIN
+    if package not in ("service.environments", "service.suites")
+)
+
+
+def test_the_suite_formats_are_pure() -> None:
+    found = violations(("service.suites",), ABOVE_THE_FORMATS)
+    assert found == [], "service.suites reads files; the store and sandboxes are above it"
+
+
+def test_only_the_api_and_the_scheduler_resolve_suites_through_the_store() -> None:
+    below = ("service.domain", "service.store", "service.suites", "service.environments")
+    found = violations(below, ("service.suite_resolver",))
+    assert found == [], "service.suite_resolver sits above the formats and the store"
 
 
 def test_the_store_knows_nothing_of_reports_the_api_or_the_web() -> None:

@@ -11,8 +11,7 @@ import pytest
 from sandbox.faux import FauxReply
 from sandbox.protocol import SCRIPTED_PROVIDERS, TaskSpec, runs_solution
 from sandbox.task_case import task_case
-from service.harbor import load_tasks
-from service.task_suites import task_spec
+from service.suites.harbor import load_tasks, task_spec
 
 SOLUTION = {
     "solve.sh": b"#!/bin/bash\npython3 /solution/solve.py\n",

@@ -16,7 +16,7 @@ from service.store.db import make_engine, migrate, session_factory
 from service.store.jobs import create_job
 from service.store.queue import claim
 from service.store.results import record_result
-from service.suites import load_suite
+from service.suites.python import load_suite
 from service.teams import Principal
 from service.web.routes import _job_page
 

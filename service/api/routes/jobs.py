@@ -10,7 +10,6 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from sandbox.protocol import CaseInfo
-from service import task_suites
 from service.api.access import NOT_FOUND, get_job, newest_jobs
 from service.api.auth import Caller, resolve
 from service.api.cancel import cancel_job
@@ -18,7 +17,6 @@ from service.api.context import Context, Ctx
 from service.api.schemas import ErrorBody, JobCreated, JobView
 from service.api.stream import JobWatch, job_events
 from service.api.views import job_view
-from service.case_environments import with_environments
 from service.domain.job_spec import OFFLINE, JobRequest
 from service.domain.planner import (
     JobInputError,
@@ -28,17 +26,17 @@ from service.domain.planner import (
     check_plan_size,
     check_variant_count,
     resolve_design,
-    resolve_suite,
     select_cases,
 )
 from service.domain.status import JobStatus
 from service.environments import EnvironmentProblem
-from service.listing import ListingBusy
+from service.scheduler.listing import ListingBusy
 from service.settings import egress_policies
 from service.store.jobs import StoredSuite, create_job
 from service.store.teams import team_by_id
-from service.suites import SuiteError
-from service.task_suites import is_task_suite_ref
+from service.suite_resolver import format_for, python_source, resolve_tasks
+from service.suites import SuiteError, SuiteFormat
+from service.suites.python import with_environments
 from service.teams import egress_allowed
 
 router = APIRouter()
@@ -68,14 +66,16 @@ SSE_EVENT: dict[str, Any] = {
 async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
     # Async: listing may wait for a container slot and then run one for up to
     # EXAMHALL_LIST_TIMEOUT_S, which must hold neither the event loop nor a request
-    # thread (service/listing.py). The short steps around it run on the thread pool.
+    # thread (service/scheduler/listing.py). The short steps around it run on the thread pool.
     check_variant_count(body, c.settings.max_variants)
-    if isinstance(body.suite, str) and is_task_suite_ref(body.suite):
-        created = await run_in_threadpool(submit_task_job, body, c, caller)
+    suite_format = format_for(body.suite)
+    if suite_format.tasks:
+        created = await run_in_threadpool(submit_task_job, body, suite_format, c, caller)
         if c.preparer is not None:
             c.preparer.wake()
         return created
-    check_agents(body, task_suite=False)
+    # A Python suite: its cases are listed by importing it in a sandbox.
+    check_agents(body, suite_format)
     if body.egress != OFFLINE:
         raise JobInputError(
             ("body", "egress"),
@@ -83,7 +83,7 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
             "Python suite's cases run offline. Leave egress out.",
         )
     await run_in_threadpool(check_concurrency, c, caller, body.concurrency)
-    bundle = await run_in_threadpool(resolve_suite, body)
+    bundle = await run_in_threadpool(python_source, body)
     try:
         infos = await c.lister.cases(bundle, caller.team_id)
     except SuiteError as exc:
@@ -97,7 +97,7 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
             design = with_environments(resolve_design(body, cases), infos, bundle.name)
         except EnvironmentProblem as exc:
             raise JobInputError(("body", "suite"), str(exc)) from None
-        check_credentials(body, design, task_suite=False)
+        check_credentials(body, design, suite_format)
         if design.builds and c.preparer is None:
             raise JobInputError(
                 ("body", "suite"),
@@ -159,9 +159,12 @@ def check_concurrency(c: Context, caller: Caller, concurrency: int | None) -> No
         )
 
 
-def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
-    """A task suite's job: its tasks are read from task.toml files (no sandbox needed), and
-    the job waits in `building` while the preparer builds its environments."""
+def submit_task_job(
+    body: JobRequest, suite_format: SuiteFormat, c: Context, caller: Caller
+) -> JobCreated:
+    """A task suite's job: its tasks are read from its stored files (task.toml and the rest:
+    no sandbox needed), and the job waits in `building` while the preparer builds its
+    environments."""
     assert isinstance(body.suite, str)
     if c.preparer is None:
         raise JobInputError(
@@ -169,11 +172,11 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
             f"This box's backend ({c.backend.name}) cannot build task environments; task "
             "suites need the docker backend.",
         )
-    check_agents(body, task_suite=True)
+    check_agents(body, suite_format)
     try:
         with c.sessions.begin() as session:
-            suite = task_suites.resolve(
-                session, body.suite, team_id=caller.team_id, admin=caller.admin
+            suite = resolve_tasks(
+                session, body.suite, suite_format, team_id=caller.team_id, admin=caller.admin
             )
     except SuiteError as exc:
         raise JobInputError(("body", "suite"), str(exc)) from None
@@ -185,7 +188,7 @@ def submit_task_job(body: JobRequest, c: Context, caller: Caller) -> JobCreated:
     design = dataclasses.replace(
         design, networks={case: want for case, want in wanted.items() if want is not None}
     )
-    check_credentials(body, design, task_suite=True)
+    check_credentials(body, design, suite_format)
     check_plan_size(body, design, c.settings.max_planned_trials)
     infos = [
         CaseInfo(id=task.id, scripts=["solution"] if task.has_solution else [])

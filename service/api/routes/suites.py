@@ -22,21 +22,22 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from service import task_suites
 from service.api.access import NOT_FOUND
 from service.api.auth import Caller
 from service.api.context import Ctx
 from service.api.schemas import ErrorBody, RefusedTask, SuiteView
-from service.archives import (
+from service.domain.planner import JobInputError
+from service.store.models import Suite
+from service.store.suites import owner_of, save_upload
+from service.suite_resolver import uploaded, uploaded_tasks
+from service.suites import SuiteTreeError
+from service.suites.archives import (
     DEFAULT_MAX_FILES,
     DEFAULT_MAX_UNPACKED_BYTES,
     ArchiveError,
     count_files,
 )
-from service.domain.planner import JobInputError
-from service.store.models import Suite
-from service.store.suites import owner_of, save_upload, uploaded_tree
-from service.suite_trees import HARBOR, SuiteTreeError, read_suite_tree
+from service.suites.trees import read_suite_tree
 
 router = APIRouter()
 
@@ -162,7 +163,7 @@ async def upload_suite(
                 owner=owner_of(caller.team_id),
                 suite_id=tree.id,
                 name=name,
-                kind=HARBOR,
+                kind=tree.kind,
                 data=data,
             )
             shown = view(saved.suite, saved.name, len(tree.files), tree.case_ids, tree.refused)
@@ -182,13 +183,13 @@ async def upload_suite(
 )
 def get_suite(suite_id: str, c: Ctx, caller: Caller) -> SuiteView:
     with c.sessions() as session:
-        found = uploaded_tree(session, suite_id, owner_of(caller.team_id), any_owner=caller.admin)
+        found = uploaded(session, suite_id, owner_of(caller.team_id), any_owner=caller.admin)
         if found is None:
             # The same 404 whether the bytes are stored for another team or not at all.
             raise HTTPException(
                 404, f"You have uploaded no suite {suite_id!r}; upload it with POST /v1/suites."
             )
         suite, name = found
-        loaded = task_suites.cached(suite, name)
+        loaded = uploaded_tasks(suite, name)
         files = count_files(suite.archive or b"")
         return view(suite, name, files, sorted(loaded.tasks), loaded.refused)

@@ -2,8 +2,9 @@
 
 A task suite is always an archive: an uploaded one (`sha256:<hex>`, POST /v1/suites) or a
 shipped directory of evals/ packed the same way, so that a job's suite row holds the exact
-bytes its trials ran and every control plane reads the same tasks back. Nothing here runs
-task code: task.toml and instruction.md are parsed, the rest is carried.
+bytes its trials ran and every control plane reads the same tasks back (storing and reading
+it is service/suite_resolver.py's). Nothing here runs task code: task.toml and
+instruction.md are parsed, the rest is carried.
 """
 
 from __future__ import annotations
@@ -17,26 +18,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy.orm import Session
-
 from sandbox.protocol import TaskSpec, runs_solution
-from service.archives import (
+from service.domain.planner import refused_task
+from service.environments.errors import EnvironmentProblem
+from service.environments.source import DOCKERFILE, EnvironmentSource, dockerfile_source
+from service.settings import get_settings
+from service.suites.archives import (
     DEFAULT_MAX_FILES,
     DEFAULT_MAX_UNPACKED_BYTES,
     ID_PREFIX,
-    is_archive_id,
-    pack_directory,
     read_archive,
 )
-from service.domain.planner import refused_task
-from service.environments import EnvironmentProblem, EnvironmentSource, dockerfile_source
-from service.environments.source import DOCKERFILE
-from service.harbor.tasks import HarborTask, load_suite
-from service.settings import get_settings
-from service.store.models import Suite
-from service.store.suites import owner_of, store_tree, uploaded_tree
-from service.suite_trees import HARBOR
-from service.suites import SuiteError, shipped_dir
+from service.suites.base import SuiteError, shipped_dir
+from service.suites.harbor.tasks import HarborTask, load_suite
 
 # Parsed suites kept per control plane: the scheduler builds a run spec for every trial.
 _CACHE_SIZE = 16
@@ -99,61 +93,25 @@ def _holds_tasks(path: Path) -> bool:
     return any(child.is_dir() and (child / "task.toml").is_file() for child in path.iterdir())
 
 
-def is_task_suite_ref(ref: str) -> bool:
-    """Whether a job's `suite` names a task suite: an uploaded archive's id or a shipped task
-    suite. (Never a path: a job comes over HTTP, and the box's files are not the caller's.)"""
-    return is_archive_id(ref) or ref in shipped_task_suites()
-
-
-def resolve(session: Session, ref: str, *, team_id: str | None, admin: bool) -> TaskSuite:
-    """The task suite a job names, stored in the suites table (so its trials find it). An
-    uploaded one only when the caller uploaded it (an admin: anyone), under the caller's name
-    for it: the same refusal whether another team holds those bytes or no one does."""
-    if is_archive_id(ref):
-        found = uploaded_tree(session, ref, owner_of(team_id), any_owner=admin)
-        if found is None:
-            raise SuiteError(
-                f"You have uploaded no suite {ref}; upload it first (POST /v1/suites or "
-                "`examhall submit DIR`)."
-            )
-        return cached(*found)
-    if ref not in shipped_task_suites():
-        raise SuiteError(f"{ref!r} is neither an uploaded suite's id nor a shipped task suite.")
-    data = pack_directory(shipped_dir() / ref)
-    suite = from_archive(ref, data)
-    # A shipped suite is everyone's: its bytes are stored, under no one's upload.
-    store_tree(session, suite_id=suite.id, name=suite.name, kind=HARBOR, data=data)
-    return suite
-
-
 _parsed: OrderedDict[str, TaskSuite] = OrderedDict()
 _parsed_lock = threading.Lock()
 
 
-def cached(row: Suite, name: str) -> TaskSuite:
-    """A stored task suite as `name` (the job's or the caller's name for it, never the row's:
-    that is another team's, perhaps), parsed once per control plane (while it is among the
-    last few)."""
+def cached(sha256: str, name: str, archive: bytes) -> TaskSuite:
+    """A stored task suite (the sha256 of its archive) as `name` (the job's or the caller's
+    name for it, never the row's: that is another team's, perhaps), parsed once per control
+    plane (while it is among the last few)."""
     with _parsed_lock:
-        suite = _parsed.get(row.sha256)
+        suite = _parsed.get(sha256)
         if suite is not None:
-            _parsed.move_to_end(row.sha256)
+            _parsed.move_to_end(sha256)
     if suite is None:
-        assert row.archive is not None
-        suite = from_archive(name, row.archive)
+        suite = from_archive(name, archive)
         with _parsed_lock:
-            _parsed[row.sha256] = suite
+            _parsed[sha256] = suite
             while len(_parsed) > _CACHE_SIZE:
                 _parsed.popitem(last=False)
     return suite if suite.name == name else dataclasses.replace(suite, name=name)
-
-
-def stored(session: Session, sha256: str, name: str) -> TaskSuite:
-    """A job's task suite by its sha256, as `name` (the job's suite_name)."""
-    row = session.get(Suite, sha256)
-    if row is None or row.archive is None:
-        raise SuiteError(f"Suite {name} ({sha256}) is not a stored task suite.")
-    return cached(row, name)
 
 
 def _encoded(files: Mapping[str, bytes]) -> dict[str, str]:

@@ -7,7 +7,7 @@ directories load as they are: the same sections, field names, defaults and legac
 knows are type-checked, so a typo in a value is an error and not a silent default.
 
 This module only describes the file. What examhall can and cannot honour of it is
-`service/harbor/limits.py`'s business: every feature Harbor has is modelled here (GPUs, MCP
+`service/suites/harbor/limits.py`'s business: every feature Harbor has is modelled here (GPUs, MCP
 servers, steps...) precisely so that limits.py can refuse it by name instead of ignoring it.
 """
 

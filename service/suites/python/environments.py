@@ -11,14 +11,14 @@ from pydantic import ValidationError
 
 from sandbox.protocol import CaseInfo
 from service.domain.planner import Design
-from service.environments import (
-    DeclarativeEnvironment,
-    EnvironmentProblem,
+from service.environments.errors import EnvironmentProblem
+from service.environments.source import (
+    DOCKERFILE,
     EnvironmentSource,
     declarative_source,
     dockerfile_source,
 )
-from service.environments.source import DOCKERFILE
+from service.environments.spec import DeclarativeEnvironment
 
 
 def source(suite: str, case_id: str, described: Mapping[str, Any]) -> EnvironmentSource:

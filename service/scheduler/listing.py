@@ -1,19 +1,26 @@
-"""Finding suites and listing their cases, without importing case code here.
+"""Listing a Python suite's cases: a short sandboxed run (the worker imports the suite inside
+a container), cached by the suite's sha256 and the image, the way pi-evals discovers cases
+inside its container.
 
-Listing is itself a short sandboxed run (the worker imports the suite inside a container),
-cached by the suite's sha256, the way pi-evals discovers cases inside its container.
+For a request it takes a container slot from the scheduler like a trial: it counts against
+the box's EXAMHALL_MAX_CONTAINERS and the submitting team's cap. The request waits for a slot
+without holding a thread (the event loop polls), and the container runs on a pool of our own,
+never on the server's request threads, so slow or hostile uploads cannot starve other
+requests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
-import unicodedata
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import evals
 from sandbox.protocol import (
     CaseInfo,
     CasesMessage,
@@ -26,47 +33,17 @@ from service.backends.protocol import LaunchSpec
 from service.launch.conversation import SandboxRun
 from service.launch.launcher import Launcher
 from service.settings import get_settings
+from service.suites import SuiteError, case_id_problem
+from service.suites.python import suite_sha256
 
-MAX_SUITE_BYTES = 1024 * 1024
+if TYPE_CHECKING:
+    from service.scheduler.loop import Scheduler
+
 # For callers that give none; the CLI and the control plane use EXAMHALL_LIST_TIMEOUT_S.
 LIST_DEADLINE_S = 60.0
-# trials.case_id is VARCHAR(200): PostgreSQL refuses a longer value (SQLite would keep it).
-MAX_CASE_ID_CHARS = 200
 # Labels of listing containers: the reaper tells them from trials' by this prefix.
 LIST_PREFIX = "list-"
-
-
-class SuiteError(ValueError):
-    pass
-
-
-def shipped_dir() -> Path:
-    return Path(evals.__file__).resolve().parent
-
-
-def shipped_suites() -> list[str]:
-    return sorted(p.stem for p in shipped_dir().glob("*.py") if not p.stem.startswith("_"))
-
-
-def load_suite(ref: str) -> SuiteBundle:
-    """A suite by path (`evals/smoke.py`) or by shipped name (`smoke`)."""
-    path = Path(ref)
-    if not path.is_file():
-        if ref in shipped_suites():
-            path = shipped_dir() / f"{ref}.py"
-        else:
-            raise SuiteError(
-                f"Suite {ref!r} is neither a file nor a shipped suite; "
-                f"shipped suites: {', '.join(shipped_suites())}."
-            )
-    data = path.read_bytes()
-    if len(data) > MAX_SUITE_BYTES:
-        raise SuiteError(f"Suite {ref} is {len(data)} bytes; the limit is {MAX_SUITE_BYTES}.")
-    return SuiteBundle(name=path.stem, source=data.decode())
-
-
-def suite_sha256(bundle: SuiteBundle) -> str:
-    return hashlib.sha256(bundle.source.encode()).hexdigest()
+SLOT_POLL_S = 0.1
 
 
 def cache_dir() -> Path:
@@ -88,28 +65,6 @@ def cached_cases(image: str, bundle: SuiteBundle) -> list[CaseInfo] | None:
     if not cached.is_file():
         return None
     return [CaseInfo(**item) for item in json.loads(cached.read_text())]
-
-
-def case_id_problem(case_id: object) -> str | None:
-    """Why a listed case id cannot be stored and shown, or None. The id comes from suite code,
-    so it is checked here, once, before any row holds it."""
-    if not isinstance(case_id, str) or not case_id:
-        return f"Case id {case_id!r} must be a non-empty string."
-    shown = repr(case_id[:60]) + ("..." if len(case_id) > 60 else "")
-    if len(case_id) > MAX_CASE_ID_CHARS:
-        return (
-            f"Case id {shown} is {len(case_id)} characters long; the store keeps at most "
-            f"{MAX_CASE_ID_CHARS}. Shorten it."
-        )
-    for char in case_id:
-        # Cc: control characters, NUL among them (PostgreSQL cannot store NUL in text);
-        # Cs: lone surrogates, which no encoding can write.
-        if unicodedata.category(char) in ("Cc", "Cs"):
-            return (
-                f"Case id {shown} contains the control character {char!r}; use printable "
-                "characters only."
-            )
-    return None
 
 
 def _failure(run: SandboxRun, deadline_s: float) -> str:
@@ -178,3 +133,51 @@ def list_cases(
     )
     tmp.replace(cached)
     return cases
+
+
+class ListingBusy(Exception):
+    """No container slot came free in time; the message says which cap was full."""
+
+
+class Lister:
+    def __init__(self, scheduler: Scheduler, timeout_s: float) -> None:
+        self.launcher = scheduler.launcher
+        self.scheduler = scheduler
+        self.timeout_s = timeout_s
+        # Never more listings than the box has slots, so the pool never queues.
+        self._pool = ThreadPoolExecutor(scheduler.max_containers, thread_name_prefix="list")
+
+    async def cases(self, bundle: SuiteBundle, team_id: str | None) -> list[CaseInfo]:
+        """The suite's cases: from the cache, or from a listing container. Raises SuiteError
+        for a suite that cannot be listed and ListingBusy when no slot came free."""
+        loop = asyncio.get_running_loop()
+        cached = await loop.run_in_executor(None, cached_cases, self.launcher.backend.image, bundle)
+        if cached is not None:
+            return cached
+        await self._reserve(team_id)
+        try:
+            future = self._pool.submit(list_cases, self.launcher, bundle, deadline_s=self.timeout_s)
+            return await asyncio.wrap_future(future)
+        finally:
+            self.scheduler.release_listing(team_id)
+
+    async def _reserve(self, team_id: str | None) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + self.timeout_s
+        self.scheduler.wait_for_listing(team_id, True)
+        try:
+            # The check reads the store for the team's cap: on the default executor, briefly.
+            while not await loop.run_in_executor(None, self.scheduler.reserve_listing, team_id):
+                if time.monotonic() > deadline:
+                    raise ListingBusy(
+                        f"Listing this suite's cases needs a container, and none came free "
+                        f"in {self.timeout_s:g} s: the box's {self.scheduler.max_containers} "
+                        "(or your team's cap of) containers are all running trials. Try again "
+                        "later; a suite listed once is cached and needs no container."
+                    )
+                await asyncio.sleep(SLOT_POLL_S)
+        finally:
+            self.scheduler.wait_for_listing(team_id, False)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -3,7 +3,7 @@ TOML and Markdown are parsed here, no task code runs).
 
 A Harbor suite is a directory of task directories, each of them:
 
-    task.toml          limits and metadata (service/harbor/task_config.py)
+    task.toml          limits and metadata (service/suites/harbor/task_config.py)
     instruction.md     the prompt
     environment/       the Docker build context: Dockerfile and what it COPYs
     tests/test.sh      the verifier, run as root after the agent stops; writes
@@ -14,7 +14,7 @@ A Harbor suite is a directory of task directories, each of them:
 
 One task directory on its own is a suite of one. Each task is one case, its id the task
 directory's name. The tree comes as {relative posix path: bytes}: from an uploaded archive
-(service/archives.py reads it into that form) or from a directory (load_task_dir).
+(service/suites/archives.py reads it into that form) or from a directory (load_task_dir).
 
 Not taken from Harbor: `.harborignore` rules (every file under tests/ and solution/ is
 copied), multi-container (docker-compose) environments, and multi-step tasks, which are
@@ -30,9 +30,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sandbox.protocol import MAX_LINE_BYTES
-from service.harbor.limits import TaskLimits, map_limits
-from service.harbor.task_config import TaskConfigError, parse_task_config
-from service.suites import SuiteError, case_id_problem
+from service.suites.base import SuiteError, case_id_problem
+from service.suites.harbor.limits import TaskLimits, map_limits
+from service.suites.harbor.task_config import TaskConfigError, parse_task_config
 
 CONFIG = "task.toml"
 INSTRUCTION = "instruction.md"

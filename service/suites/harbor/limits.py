@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.domain.job_spec import MAX_TIMEOUT_S
-from service.harbor.task_config import EnvironmentConfig, TaskConfig
+from service.suites.harbor.task_config import EnvironmentConfig, TaskConfig
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -263,7 +263,7 @@ def map_limits(config: TaskConfig) -> tuple[TaskLimits, list[str]]:
     elif environment.docker_image is not None and any(
         ch.isspace() or not ch.isprintable() for ch in environment.docker_image
     ):
-        # It becomes an environment's FROM line (service/task_suites.py): a line break would
+        # It becomes an environment's FROM line (service/suites/harbor/suite.py): a line break would
         # add instructions of its own. The reference's grammar and whose image it names are
         # checked where that FROM is resolved, as any Dockerfile's are.
         problems.append(
