@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import SuiteBundle
 from service.domain.job_spec import JobRequest, UploadedSuite
@@ -25,15 +25,34 @@ from service.suites import (
     format_named,
     format_of,
     shipped_dir,
+    upload_format,
 )
 from service.suites.archives import is_archive_id, pack_directory
 from service.suites.harbor import TaskSuite
 from service.suites.python import load_suite, shipped_suites
 
 
-def format_for(suite: str | UploadedSuite) -> SuiteFormat:
-    """The format of the suite a job names: by the name or id, or an uploaded source's."""
-    return format_named(suite) if isinstance(suite, str) else DEFAULT
+def format_for(
+    sessions: sessionmaker[Session],
+    suite: str | UploadedSuite,
+    *,
+    team_id: str | None,
+    admin: bool,
+) -> SuiteFormat:
+    """The format of the suite a job names: an uploaded source's, a shipped suite's by its
+    name, or an upload's by its stored row, read only among the caller's own uploads (an
+    admin's: any), so that the format, and so the checks a job meets, says nothing of what
+    another team uploaded."""
+    if not isinstance(suite, str):
+        return DEFAULT
+    if not is_archive_id(suite):
+        return format_named(suite)
+    with sessions() as session:
+        found = uploaded(session, suite, owner_of(team_id), any_owner=admin)
+        if found is None:
+            # Refused by resolve_tasks as an upload the caller has not made.
+            return upload_format({})
+        return format_of(found[0].kind)
 
 
 def python_source(request: JobRequest) -> SuiteBundle:

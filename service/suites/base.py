@@ -104,7 +104,8 @@ class SuiteFormat(Protocol):
         ...
 
     def names(self, ref: str) -> bool:
-        """Whether a job's `suite`, a string, names a suite of this format."""
+        """Whether a job's `suite`, a string, names a shipped suite of this format (an
+        upload's `sha256:` id is the format of its stored row: service/suite_resolver.py)."""
         ...
 
     def environment_sources(

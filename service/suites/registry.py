@@ -27,13 +27,14 @@ def format_of(kind: str) -> SuiteFormat:
 
 
 def format_named(ref: str) -> SuiteFormat:
-    """The format of the suite a job's `suite` string names (a shipped name, an upload's
-    id); DEFAULT when none claims it."""
+    """The format of the shipped suite a job's `suite` string names; DEFAULT when none
+    claims it."""
     return next((f for f in FORMATS.values() if f.names(ref)), DEFAULT)
 
 
 def upload_format(files: Mapping[str, bytes]) -> SuiteFormat:
     """The format an uploaded tree is validated as: the first stored-as-archive format that
-    recognises it, else the first of them (which then says what the tree lacks)."""
+    recognises it, else the first of them (which then says what the tree lacks, or, for an
+    id no one uploaded, refuses it as a tree it has not)."""
     uploaded = [f for f in FORMATS.values() if f.tasks]
     return next((f for f in uploaded if f.recognises(files)), uploaded[0])

@@ -60,7 +60,8 @@ def test_a_name_belongs_to_one_format_at_most() -> None:
     assert {name: kinds for name, kinds in claimed.items() if len(kinds) > 1} == {}
     assert format_named("smoke") is PYTHON
     assert format_named("harbor_demo") is HARBOR
-    assert format_named("sha256:" + "0" * 64) is HARBOR
+    # An upload's id is the format of its stored row (service/suite_resolver.py).
+    assert format_named("sha256:" + "0" * 64) is DEFAULT
     # No format's: the Python format refuses it, in its own words, as it always has.
     assert format_named("no-such-suite") is DEFAULT is PYTHON
 

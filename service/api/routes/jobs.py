@@ -68,7 +68,9 @@ async def submit_job(body: JobRequest, c: Ctx, caller: Caller) -> JobCreated:
     # EXAMHALL_LIST_TIMEOUT_S, which must hold neither the event loop nor a request
     # thread (service/scheduler/listing.py). The short steps around it run on the thread pool.
     check_variant_count(body, c.settings.max_variants)
-    suite_format = format_for(body.suite)
+    suite_format = await run_in_threadpool(
+        format_for, c.sessions, body.suite, team_id=caller.team_id, admin=caller.admin
+    )
     if suite_format.tasks:
         created = await run_in_threadpool(submit_task_job, body, suite_format, c, caller)
         if c.preparer is not None:

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from service.environments.source import EnvironmentSource
-from service.suites.archives import is_archive_id
 from service.suites.base import SuiteData, SuiteError, SuiteTreeError
 from service.suites.harbor.suite import (
     TaskSuite,
@@ -32,9 +31,9 @@ class HarborFormat:
         return shipped_task_suites()
 
     def names(self, ref: str) -> bool:
-        """An uploaded archive's id or a shipped task suite. (Never a path: a job comes over
-        HTTP, and the box's files are not the caller's.)"""
-        return is_archive_id(ref) or ref in shipped_task_suites()
+        """A shipped task suite. (Never a path: a job comes over HTTP, and the box's files
+        are not the caller's.)"""
+        return ref in shipped_task_suites()
 
     def environment_sources(
         self,
