@@ -35,6 +35,8 @@ def format_named(ref: str) -> SuiteFormat:
 def upload_format(files: Mapping[str, bytes]) -> SuiteFormat:
     """The format an uploaded tree is validated as: the first stored-as-archive format that
     recognises it, else the first of them (which then says what the tree lacks, or, for an
-    id no one uploaded, refuses it as a tree it has not)."""
+    id no one uploaded, refuses it as a tree it has not). The formats' trees do not overlap
+    (Harbor's has a task.toml at its root or one directory down), so the order decides
+    nothing."""
     uploaded = [f for f in FORMATS.values() if f.tasks]
     return next((f for f in uploaded if f.recognises(files)), uploaded[0])

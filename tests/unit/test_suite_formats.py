@@ -6,11 +6,13 @@ recognises it; and a format answers only for what it is."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from service.domain.planner import SuiteTraits
+from service.domain.job_spec import JobRequest
+from service.domain.planner import JobInputError, SuiteTraits, check_agents
 from service.suites import (
     DEFAULT,
     FORMATS,
@@ -23,7 +25,7 @@ from service.suites import (
     upload_format,
 )
 from service.suites.archives import pack_directory
-from service.suites.harbor import HARBOR
+from service.suites.harbor import HARBOR, HarborFormat, LoadedTasks
 from service.suites.python import PYTHON
 from service.suites.trees import read_suite_tree
 
@@ -101,3 +103,44 @@ def test_a_stored_tree_reads_back_as_its_tasks_under_the_name_asked(tmp_path: Pa
     assert list(sources) == ["hello"]
     with pytest.raises(SuiteError, match="is not a stored task suite"):
         HARBOR.load_tasks(SuiteData("0" * 64, "gone"))
+
+
+class ToyFormat(HarborFormat):
+    """A second format of tasks, as a package of service/suites/ would give it: Harbor's
+    tasks one directory down, under toy/, on which the built-in agents do not run."""
+
+    kind = "toy"
+    builtin_agents = False
+
+    def shipped(self) -> list[str]:
+        return []
+
+    def names(self, ref: str) -> bool:
+        return False
+
+    def recognises(self, files: Mapping[str, bytes]) -> bool:
+        return any(path.startswith("toy/") and path.endswith("/task.toml") for path in files)
+
+    def validate(self, files: Mapping[str, bytes]) -> LoadedTasks:
+        inner = {path.removeprefix("toy/"): data for path, data in files.items()}
+        return super().validate(inner)
+
+
+def test_a_new_format_is_one_registry_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With nothing but its entry in FORMATS, a format's trees are told from Harbor's and
+    stored under its kind, and its traits reach the planner."""
+    toy = ToyFormat()
+    monkeypatch.setitem(FORMATS, toy.kind, toy)
+    assert format_of("toy") is toy
+    toy_tree = {f"toy/{path}": data for path, data in TREE.items()}
+    assert upload_format(TREE) is HARBOR and upload_format(toy_tree) is toy
+    _packed(tmp_path / "toy")
+    tree = read_suite_tree(
+        pack_directory(tmp_path), max_bytes=1 << 20, max_files=100, max_unpacked_bytes=1 << 20
+    )
+    assert (tree.kind, tree.case_ids) == ("toy", ["hello"])
+    oracle = {"suite": "sha256:" + "0" * 64, "variants": {"a": {"agent": "oracle"}}}
+    request = JobRequest.model_validate(oracle)
+    with pytest.raises(JobInputError, match="runs on task suites"):
+        check_agents(request, format_of(tree.kind))
+    check_agents(request, format_of("harbor"))
