@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from sandbox.protocol import TaskSpec, runs_solution
 from service.domain.planner import refused_task
 from service.environments.errors import EnvironmentProblem
 from service.environments.source import DOCKERFILE, EnvironmentSource, dockerfile_source
+from service.lru import LRU
 from service.settings import get_settings
 from service.suites.archives import (
     DEFAULT_MAX_FILES,
@@ -93,24 +92,17 @@ def _holds_tasks(path: Path) -> bool:
     return any(child.is_dir() and (child / "task.toml").is_file() for child in path.iterdir())
 
 
-_parsed: OrderedDict[str, TaskSuite] = OrderedDict()
-_parsed_lock = threading.Lock()
+_parsed: LRU[str, TaskSuite] = LRU(_CACHE_SIZE)
 
 
 def cached(sha256: str, name: str, archive: bytes) -> TaskSuite:
     """A stored task suite (the sha256 of its archive) as `name` (the job's or the caller's
     name for it, never the row's: that is another team's, perhaps), parsed once per control
     plane (while it is among the last few)."""
-    with _parsed_lock:
-        suite = _parsed.get(sha256)
-        if suite is not None:
-            _parsed.move_to_end(sha256)
+    suite = _parsed.get(sha256)
     if suite is None:
         suite = from_archive(name, archive)
-        with _parsed_lock:
-            _parsed[sha256] = suite
-            while len(_parsed) > _CACHE_SIZE:
-                _parsed.popitem(last=False)
+        _parsed.put(sha256, suite)
     return suite if suite.name == name else dataclasses.replace(suite, name=name)
 
 
