@@ -27,11 +27,11 @@ from typing import Any
 from _common import interleave, median, sandbox_image, table, write_json
 
 from sandbox.protocol import ModelRef, ResultMessage, RunSpec, StepMessage, WorkerMessage
+from service.backends.base import LaunchSpec
 from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.protocol import LaunchSpec
-from service.launch.conversation import SandboxRun
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
+from service.launch.worker_channel import SandboxRun
 from service.suites.python import load_suite
 
 TARGET_RATIO = 1.15

@@ -20,7 +20,7 @@ from service.api.body_limit import BodyCap, BodyLimit
 from service.api.context import Context
 from service.api.json_body import JsonDepthLimit
 from service.api.routes import health, jobs, reports, reviews, suites, trials
-from service.backends.protocol import SandboxBackend
+from service.backends.base import SandboxBackend
 from service.backends.registry import create_backend
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.backends.protocol import SandboxBackend
+from service.backends.base import SandboxBackend
 from service.providers import ProviderRegistry
 from service.scheduler import Scheduler
 from service.scheduler.listing import Lister

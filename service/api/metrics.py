@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from service.backends.protocol import NodeStatus
+from service.backends.base import NodeStatus
 from service.domain.status import JobStatus, Outcome, TrialStatus
 from service.environments.cache import CacheState
 from service.store import metrics as stored

@@ -17,7 +17,7 @@ from typing import Any
 
 from sandbox.protocol import encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, decode_reply
-from service.backends.protocol import (
+from service.backends.base import (
     FoundSandbox,
     LaunchSpec,
     NodeStatus,

@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from typing import cast
 
-from service.backends.protocol import SandboxBackend
+from service.backends.base import SandboxBackend
 
 Progress = Callable[[str], None]
 

@@ -17,8 +17,8 @@ import httpx
 
 from sandbox.protocol import Limits, ModelRef
 from sandbox.providers.client import Budget
+from service.backends.base import FoundSandbox, SandboxError
 from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.protocol import FoundSandbox, SandboxError
 from service.backends.registry import create_backend
 from service.cli import listen
 from service.cli.admin import add_admin_commands

@@ -25,7 +25,7 @@ from sandbox.providers.client import Budget, Spending
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from sandbox.simulated import parse_grader
 from service.gateway import TrialGateway
-from service.launch.conversation import OnModelCall
+from service.launch.worker_channel import OnModelCall
 from service.providers import ProviderRegistry
 
 ARTIFACT = "judge_model.jsonl"

@@ -11,15 +11,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from service.backends.protocol import (
+from service.backends.base import (
     FoundSandbox,
     LaunchSpec,
     Sandbox,
     SandboxBackend,
     SandboxError,
 )
-from service.launch.conversation import OnMessage, OnModelCall, SandboxRun, converse
 from service.launch.egress import TrialEgress
+from service.launch.worker_channel import OnMessage, OnModelCall, SandboxRun, converse
 
 log = logging.getLogger(__name__)
 

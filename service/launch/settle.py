@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from sandbox.protocol import ErrorKind, TrialResult
-from service.launch.conversation import SandboxRun
+from service.launch.worker_channel import SandboxRun
 
 # The root supervisor's step in which a task's verifier runs (sandbox/supervisor.py).
 VERIFY_STEP = "verify"

@@ -30,13 +30,13 @@ from sandbox.protocol import (
 )
 from sandbox.providers.client import Budget
 from service.artifact_names import artifact_name_problem
-from service.backends.protocol import LaunchSpec
+from service.backends.base import LaunchSpec
 from service.gateway import TrialGateway
-from service.launch.conversation import OnModelCall, SandboxRun
 from service.launch.egress import TrialEgress
 from service.launch.judging import ARTIFACT, judge_gateway, route_calls, settle_judging
 from service.launch.launcher import Launcher
 from service.launch.settle import settle
+from service.launch.worker_channel import OnModelCall, SandboxRun
 from service.providers import ProviderRegistry
 
 SESSION = "session.jsonl"

@@ -29,9 +29,9 @@ from sandbox.protocol import (
     WorkerMessage,
     encode,
 )
-from service.backends.protocol import LaunchSpec
-from service.launch.conversation import SandboxRun
+from service.backends.base import LaunchSpec
 from service.launch.launcher import Launcher
+from service.launch.worker_channel import SandboxRun
 from service.settings import get_settings
 from service.suites import SuiteError, case_id_problem
 from service.suites.python import suite_sha256

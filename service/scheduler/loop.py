@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import SuiteBundle
 from sandbox.providers.client import Budget
-from service.backends.protocol import FoundSandbox, SandboxBackend
+from service.backends.base import FoundSandbox, SandboxBackend
 from service.domain.job_spec import JobSpec
 from service.launch.egress import trial_egress
 from service.launch.launcher import Launcher

@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.backends.protocol import BuildsImages, SandboxBackend
+from service.backends.base import BuildsImages, SandboxBackend
 from service.domain.agents import AgentEnvironment
 from service.domain.job_spec import JobSpec
 from service.domain.status import JobStatus

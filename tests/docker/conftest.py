@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from evals import probes
 from service.app import create_app
-from service.backends.protocol import SandboxBackend
+from service.backends.base import SandboxBackend
 from service.settings import Settings
 from service.store.db import make_engine, session_factory
 from service.store.models import Team

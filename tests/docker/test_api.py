@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from service.backends.base import LaunchSpec
 from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.protocol import LaunchSpec
 from service.report.model import Report
 from tests.docker.conftest import Server
 

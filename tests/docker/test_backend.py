@@ -21,9 +21,9 @@ import requests
 from sqlalchemy import select
 
 from sandbox.protocol import Event, ModelRef, RunSpec
+from service.backends.base import LaunchSpec, SandboxError
 from service.backends.docker import LABEL_OWNER, LABEL_TRIAL, DockerBackend, DockerSettings
 from service.backends.docker.seccomp import profile_json
-from service.backends.protocol import LaunchSpec, SandboxError
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
 from service.owners import owner_gone

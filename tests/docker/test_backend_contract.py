@@ -1,4 +1,4 @@
-"""What every sandbox backend owes the launch layer (service/backends/protocol.py), tried on
+"""What every sandbox backend owes the launch layer (service/backends/base.py), tried on
 each backend alike: the real Docker engine and the fake. A new backend joins `BACKENDS` and
 must pass the same tests."""
 
@@ -12,15 +12,15 @@ from collections.abc import Callable, Iterator, Sequence
 import pytest
 
 from sandbox.protocol import CaseInfo, CasesMessage, ListCasesRequest, SuiteBundle, encode
-from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.fake import FakeBackend, FakeWorker
-from service.backends.protocol import (
+from service.backends.base import (
     FoundSandbox,
     LaunchSpec,
     Sandbox,
     SandboxBackend,
     SandboxError,
 )
+from service.backends.docker import DockerBackend, DockerSettings
+from service.backends.fake import FakeBackend, FakeWorker
 from service.launch.worker_lines import parse_worker_line
 
 pytestmark = pytest.mark.docker

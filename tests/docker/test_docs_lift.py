@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from service.backends.base import LaunchSpec
 from service.backends.docker import DockerBackend, DockerSandbox, DockerSettings
-from service.backends.protocol import LaunchSpec
 from service.report.model import Report
 from tests.docker.conftest import Server
 

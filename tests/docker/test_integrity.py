@@ -15,8 +15,8 @@ import docker
 import pytest
 
 from sandbox.protocol import MAX_LINE_BYTES, Limits, ModelRef, RunSpec, SuiteBundle
+from service.backends.base import Resources
 from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.protocol import Resources
 from service.launch.launcher import Launcher
 from service.launch.trial import TrialRecord, run_trial
 

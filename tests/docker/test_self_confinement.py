@@ -11,8 +11,8 @@ from typing import Any
 import docker
 import pytest
 
+from service.backends.base import LaunchSpec
 from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.protocol import LaunchSpec
 from service.launch.trial import TrialRecord
 from tests.conftest import run_suite_trial
 from tests.docker.test_probes import PROBES, assert_attack_fails, attempts_of

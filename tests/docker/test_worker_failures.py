@@ -10,8 +10,8 @@ import docker
 import pytest
 
 from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle
+from service.backends.base import LaunchSpec
 from service.backends.docker import DockerBackend, DockerSettings
-from service.backends.protocol import LaunchSpec
 from service.launch.launcher import Launcher
 from service.launch.trial import TrialRecord, run_trial
 

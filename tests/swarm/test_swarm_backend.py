@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.confine import SELF_CONFINE_ENV
 from sandbox.netcut import CUT_NETWORK_ENV
-from service.backends.protocol import LaunchSpec, SandboxBackend, SandboxError
+from service.backends.base import LaunchSpec, SandboxBackend, SandboxError
 from service.backends.registry import create_backend
 from service.backends.swarm import SwarmBackend, SwarmSettings
 from service.backends.swarm.backend import PLACEMENTS, SANDBOX_NETWORK

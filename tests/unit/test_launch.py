@@ -22,11 +22,11 @@ from sandbox.protocol import (
     TrialResult,
 )
 from sandbox.relay import ModelCallMessage, ModelReplyMessage
+from service.backends.base import FoundSandbox, LaunchSpec, SandboxExit
 from service.backends.fake import KILLED_EXIT, FakeBackend, FakeWorker, WorkerFunction
-from service.backends.protocol import FoundSandbox, LaunchSpec, SandboxExit
-from service.launch.conversation import SandboxRun
 from service.launch.launcher import Launcher
 from service.launch.trial import SESSION, TrialRecord, run_trial
+from service.launch.worker_channel import SandboxRun
 
 SPEC = RunSpec(
     trial_id="t-1", suite=SuiteBundle("s", "CASES = []"), case_id="c", model=ModelRef("faux", "x")

@@ -13,7 +13,7 @@ from service.api import metrics
 from service.api.access import NOT_FOUND
 from service.api.auth import UNAUTHORIZED, Admin
 from service.api.context import Context, Ctx
-from service.backends.protocol import NodeStatus, SandboxError
+from service.backends.base import NodeStatus, SandboxError
 from service.environments.cache import CacheState
 from service.store.queries import ping
 

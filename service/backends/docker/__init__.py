@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import docker
 
+from service.backends.base import SandboxError
 from service.backends.docker.backend import DockerBackend, DockerSandbox, DockerSettings
 from service.backends.docker.hardening import (
     LABEL_JOB,
@@ -14,7 +15,6 @@ from service.backends.docker.hardening import (
     LABEL_TRIAL,
     WORKER_CAPS,
 )
-from service.backends.protocol import SandboxError
 
 __all__ = [
     "LABEL_JOB",

@@ -19,6 +19,16 @@ import docker
 import docker.errors
 from docker.types import LogConfig
 
+from service.backends.base import (
+    Channel,
+    FoundSandbox,
+    LaunchSpec,
+    NodeStatus,
+    ReapPolicy,
+    Resources,
+    SandboxError,
+    SandboxExit,
+)
 from service.backends.docker.attach import AttachChannel
 from service.backends.docker.hardening import (
     LABEL_JOB,
@@ -29,16 +39,6 @@ from service.backends.docker.hardening import (
     OOM_CAP,
     WORKER_CAPS,
     container_config,
-)
-from service.backends.protocol import (
-    Channel,
-    FoundSandbox,
-    LaunchSpec,
-    NodeStatus,
-    ReapPolicy,
-    Resources,
-    SandboxError,
-    SandboxExit,
 )
 from service.owners import instance_id
 from service.settings import get_settings

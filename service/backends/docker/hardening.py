@@ -15,8 +15,8 @@ from docker.types import LogConfig
 
 from sandbox.confine import SELF_CONFINE_ENV
 from sandbox.protocol import WORKSPACE_DIR
+from service.backends.base import Resources
 from service.backends.docker.seccomp import profile_digest, profile_json
-from service.backends.protocol import Resources
 
 LABEL_TRIAL = "examhall.trial"
 LABEL_JOB = "examhall.job"

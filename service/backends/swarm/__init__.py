@@ -8,7 +8,7 @@ import docker
 import docker.errors
 from docker.utils import kwargs_from_env
 
-from service.backends.protocol import SandboxError
+from service.backends.base import SandboxError
 from service.backends.swarm.backend import SwarmBackend, SwarmSandbox, SwarmSettings
 from service.backends.swarm.images import ImagePublisher
 from service.settings import get_settings

@@ -27,15 +27,7 @@ import docker
 import docker.errors
 import requests
 
-from service.backends.docker.attach import AttachChannel
-from service.backends.docker.hardening import (
-    LABEL_JOB,
-    LABEL_OWNER,
-    LABEL_SCOPE,
-    LABEL_TRIAL,
-    WORKER_CAPS,
-)
-from service.backends.protocol import (
+from service.backends.base import (
     Channel,
     FoundSandbox,
     LaunchSpec,
@@ -44,6 +36,14 @@ from service.backends.protocol import (
     Resources,
     SandboxError,
     SandboxExit,
+)
+from service.backends.docker.attach import AttachChannel
+from service.backends.docker.hardening import (
+    LABEL_JOB,
+    LABEL_OWNER,
+    LABEL_SCOPE,
+    LABEL_TRIAL,
+    WORKER_CAPS,
 )
 from service.backends.swarm.images import ImagePublisher
 from service.backends.swarm.nodes import (

@@ -18,7 +18,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from service.backends.protocol import SandboxError
+from service.backends.base import SandboxError
 
 REPOSITORY = "examhall/trial"
 

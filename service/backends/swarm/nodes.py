@@ -18,7 +18,7 @@ import docker
 import docker.errors
 from docker.utils import kwargs_from_env
 
-from service.backends.protocol import NodeStatus, SandboxError
+from service.backends.base import NodeStatus, SandboxError
 
 ENGINE_LABEL = "examhall.engine"
 # How long a call to a node's engine may take before it counts as unreachable.

@@ -40,9 +40,9 @@ from typing import Any
 from sandbox.confine import SELF_CONFINE_ENV
 from sandbox.netcut import CUT_NETWORK_ENV
 from sandbox.protocol import WORKSPACE_DIR
+from service.backends.base import Resources
 from service.backends.docker.hardening import LABEL_SECCOMP, TASK_DIRS
 from service.backends.docker.seccomp import profile_digest
-from service.backends.protocol import Resources
 
 NET_ADMIN = "NET_ADMIN"
 _TMPFS_OPTIONS = "nosuid,nodev"

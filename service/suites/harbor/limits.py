@@ -48,7 +48,7 @@ from service.suites.harbor.task_config import EnvironmentConfig, TaskConfig
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
-# examhall's caps for one sandbox. The defaults of service/backends/protocol.py Resources
+# examhall's caps for one sandbox. The defaults of service/backends/base.py Resources
 # (1 cpu, 1 GiB, a 256 MiB workspace) are what a Python-suite trial gets; a task may ask
 # for more, up to these, and the engine must then have room for it.
 MAX_CPUS = 64.0

@@ -23,7 +23,7 @@ from sandbox.egress import (
 from sandbox.graded import JudgeCallMessage
 from sandbox.protocol import MAX_LINE_BYTES, WorkerMessage, encode
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
-from service.backends.protocol import Sandbox, SandboxError
+from service.backends.base import Sandbox, SandboxError
 from service.launch.egress import EgressGate, TrialEgress
 from service.launch.worker_lines import ChannelError, parse_worker_line
 
