@@ -179,12 +179,17 @@ def job_room(session: Session) -> dict[str, tuple[str | None, int]]:
 
 
 def waiting_teams(session: Session) -> dict[str | None, int]:
-    """The teams (None: admins' jobs) with trials queued, each with its share of the turns."""
+    """The teams (None: admins' jobs) with trials queued, each with its share of the turns.
+    A job stored without its counts row (a bulk load; `counts.lock` makes the row at its
+    first change) may have trials queued too, so its team waits as well."""
     rows = session.execute(
         select(Job.team_id, Team.share)
-        .join(JobCounts, JobCounts.job_id == Job.id)
+        .outerjoin(JobCounts, JobCounts.job_id == Job.id)
         .outerjoin(Team, Team.id == Job.team_id)
-        .where(JobCounts.queued > 0, Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)))
+        .where(
+            or_(JobCounts.queued > 0, JobCounts.job_id.is_(None)),
+            Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)),
+        )
         .distinct()
     )
     return {team_id: share or 1 for team_id, share in rows}
