@@ -47,8 +47,8 @@ def claim(
         )
         if postgres:
             queue = queue.with_for_update(skip_locked=True, of=Trial)
-        room = team_room(session)
-        running = running_per_team(session)
+        running = running_by_team(session)
+        room = team_room(session, running)
         for team_id in local_teams:
             running[team_id] = running.get(team_id, 0) + 1
             if team_id in room:
@@ -153,14 +153,14 @@ def _by_job(pairs: Any) -> dict[str, list[str]]:
     return grouped
 
 
-def team_room(session: Session) -> dict[str | None, int]:
-    """Containers each capped team may still start, box-wide (all control planes)."""
+def team_room(session: Session, running: dict[str | None, int]) -> dict[str | None, int]:
+    """Containers each capped team may still start, box-wide (all control planes), given
+    the trials each team runs now (`running_by_team`)."""
     caps = dict_of(
         session, select(Team.id, Team.max_containers).where(Team.max_containers.is_not(None))
     )
     if not caps:
         return {}
-    running = running_by_team(session)
     return {team: (cap or 0) - running.get(team, 0) for team, cap in caps.items()}
 
 
@@ -193,19 +193,6 @@ def waiting_teams(session: Session) -> dict[str | None, int]:
         .distinct()
     )
     return {team_id: share or 1 for team_id, share in rows}
-
-
-def running_per_team(session: Session) -> dict[str | None, int]:
-    """Trials running now per team, box-wide, from the jobs' counts rows: what the turns at
-    the queue weigh (the counts are kept under the claim lock, so this is as exact as
-    counting the trials, and reads a row per job rather than per trial)."""
-    return dict_of(
-        session,
-        select(Job.team_id, func.sum(JobCounts.running))
-        .join(JobCounts, JobCounts.job_id == Job.id)
-        .where(JobCounts.running > 0)
-        .group_by(Job.team_id),
-    )
 
 
 def team_cap(session: Session, team_id: str) -> int | None:
