@@ -32,12 +32,13 @@ from pathlib import Path
 import docker
 from service.images.sandbox_image import ensure_sandbox_image
 from service.environments import EnvironmentBuilder, directory_source
+from service.images.docker_engine import DockerImageEngine
 
 root, nonce = Path(sys.argv[1]), sys.argv[2]
 client = docker.from_env()
 repository = f"examhall-bench-{nonce}/env"
 builder = EnvironmentBuilder(
-    client, sandbox_image=ensure_sandbox_image(client, progress=lambda _: None),
+    DockerImageEngine(client), sandbox_image=ensure_sandbox_image(client, progress=lambda _: None),
     repository=repository,
 )
 sources = []

@@ -23,6 +23,7 @@ from _common import interleave, median, sandbox_image, table, write_json
 from sandbox.protocol import ModelRef, RunSpec
 from service.backends.docker import DockerBackend, DockerSettings
 from service.environments import DeclarativeEnvironment, EnvironmentBuilder, declarative_source
+from service.images.docker_engine import DockerImageEngine
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, run_trial
 from service.suites.python import load_suite
@@ -36,7 +37,7 @@ def main() -> int:
 
     image = sandbox_image()
     client = docker.from_env()
-    builder = EnvironmentBuilder(client, sandbox_image=image)
+    builder = EnvironmentBuilder(DockerImageEngine(client), sandbox_image=image)
     source = declarative_source("bench environment", DeclarativeEnvironment(apt=["jq"]))
     built = builder.build(source, lambda line: None)  # built now, or found
     launcher = Launcher(DockerBackend(DockerSettings(image=image)))

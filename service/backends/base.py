@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from service.images.engine import ImageEngine
 
 
 class SandboxError(Exception):
@@ -144,5 +146,5 @@ class BuildsImages(Protocol):
     """A backend whose sandboxes can run images built on this control plane's Docker engine
     (task environments, agent layers): Docker's, and Swarm's, which pushes them to its nodes."""
 
-    def build_engine(self) -> tuple[Any, str]:
-        """The engine to build on (a docker.DockerClient) and the sandbox image there."""
+    def build_engine(self) -> tuple[ImageEngine, str]:
+        """The engine to build on and the sandbox image there."""

@@ -21,12 +21,12 @@ agent's packages. Its dependencies' commands stay in the prefix, so one the imag
 
 from __future__ import annotations
 
-import base64
 import configparser
 import hashlib
 import io
 import json
 import re
+import stat
 import tarfile
 import tempfile
 import time
@@ -36,10 +36,6 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import docker
-import docker.errors
-import requests
-
 from sandbox.external import AGENT_BIN
 from service.domain.agents import AGENTS, AgentEnvironment
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
@@ -47,10 +43,11 @@ from service.environments.errors import EnvironmentBuildError
 from service.environments.worker_layer import WORKDIR_LABEL
 from service.images.agent_images import recipe_dir
 from service.images.capped import OWNER_LABEL, Caps
-from service.images.capped_build import BuildError, BuildLog, run_build
+from service.images.capped_build import BuildError, BuildLog
 from service.images.debian_base import ImageBuildError, Progress
+from service.images.engine import EngineError, EngineTimeout, ImageEngine, ScratchContainer
 from service.images.sandbox_image import HASH_LABEL, BuildContext, fields_digest
-from service.images.wheels import download_wheels, image_python
+from service.images.wheels import download_wheels
 
 AGENT_LABEL = "examhall.agent"
 # 3: the layer no longer carries its install container's build owner.
@@ -66,7 +63,6 @@ _AGENT_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 # built from, no option, no space.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,199}\Z")
 _DIFF_KINDS = {0: "changed", 1: "added", 2: "deleted"}
-_GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27
 
 # Run as root in the install container. Everything up to pip is examhall's; what runs after
 # pip may no longer be (pip came from the index), which is why the container's diff, not this
@@ -103,8 +99,8 @@ def ensure_agent_layer(
     progress: Progress,
 ) -> BuiltEnvironment:
     """`env` with `agent` installed above it, built unless it is already."""
-    client = builder.client
-    python = _worker_python(client, env.ref)
+    engine = builder.engine
+    python = _worker_python(engine, env.ref)
     name = agent.catalogue or " ".join(agent.pip)
     if agent.catalogue is not None:
         recipe = recipe_dir(AGENTS[agent.catalogue].name)
@@ -117,18 +113,10 @@ def ensure_agent_layer(
     # release replaced on the index (or an index that serves other bytes) is a new layer.
     try:
         with tempfile.TemporaryDirectory(prefix="examhall-agent-wheels-") as scratch:
-            settings = builder.settings
-            caps = Caps(
-                settings.build_memory,
-                settings.build_pids,
-                settings.build_cpu_shares,
-                settings.build_timeout_s,
-                owner=builder.owner,
-            )
-            found = image_python(client, env.ref, python, caps=caps)
+            found = engine.image_python(env.ref, python, caps=_caps(builder))
             download_wheels(requirements, found.version, Path(scratch), progress, glibc=found.glibc)
             wheels = {path.name: path.read_bytes() for path in sorted(Path(scratch).iterdir())}
-    except ImageBuildError as exc:
+    except (ImageBuildError, EngineError) as exc:
         raise EnvironmentBuildError(f"Installing the agent {name} failed: {exc}") from exc
     scripts = check_wheels(wheels)
     digest = fields_digest(
@@ -145,13 +133,10 @@ def ensure_agent_layer(
         ]
     )
     ref = f"{builder.repository}-agent:{digest[:12]}"
-    try:
-        image = client.images.get(ref)
-        if image.labels.get(HASH_LABEL) == digest:
-            progress(f"Agent layer {ref} is built already.")
-            return BuiltEnvironment(ref, str(image.id), digest, env.workdir)
-    except docker.errors.ImageNotFound:
-        pass
+    image = engine.image(ref)
+    if image is not None and image.labels.get(HASH_LABEL) == digest:
+        progress(f"Agent layer {ref} is built already.")
+        return BuiltEnvironment(ref, image.id, digest, env.workdir)
     labels = {HASH_LABEL: digest, AGENT_LABEL: name[:200]}
     if env.workdir:
         labels[WORKDIR_LABEL] = env.workdir
@@ -249,8 +234,7 @@ def _build_catalogue(
     context = BuildContext(files.pop("Dockerfile"), tuple(sorted(files.items())))
     settings = builder.settings
     try:
-        return run_build(
-            builder.client,
+        return builder.engine.build(
             context.tarball(),
             tag=ref,
             labels=labels,
@@ -267,7 +251,7 @@ def _build_catalogue(
             log=exc.log.text(),
             step=exc.log.step,
         ) from exc
-    except ImageBuildError as exc:
+    except (ImageBuildError, EngineError) as exc:
         raise EnvironmentBuildError(
             f"Installing the agent {labels[AGENT_LABEL]} failed: {exc}"
         ) from exc
@@ -286,100 +270,107 @@ def _install_pip_agent(
     agent_env: Mapping[str, str],
 ) -> str:
     """Install the wheels in a container of `env`, check what it changed, and commit it."""
-    client = builder.client
+    engine = builder.engine
     settings = builder.settings
     name = labels[AGENT_LABEL]
-    base = client.images.get(env.ref).attrs["Config"]
-    container = client.containers.create(
-        env.ref,
-        # Passed whole, never written in the image; the commit puts the entrypoint back.
-        entrypoint=["/bin/sh", "-c", _PIP_INSTALL, "install", python, prefix, command],
-        command=requirements,
-        user="0:0",
-        network_disabled=True,
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        mem_limit=settings.build_memory,
-        cpu_shares=settings.build_cpu_shares,
-        pids_limit=settings.build_pids,
-        labels={OWNER_LABEL: builder.owner} if builder.owner else {},
-        name=f"examhall-agent-install-{prefix.rsplit('/', 1)[1]}-{uuid.uuid4().hex[:8]}",
-    )
+    base = engine.image(env.ref)
+    if base is None:
+        raise EnvironmentBuildError(f"The environment {env.ref} is gone; submit the job again.")
     try:
-        container.put_archive("/", _wheels_tar(prefix, wheels))
-        container.start()
-        try:
-            code = container.wait(timeout=settings.build_timeout_s)["StatusCode"]
-        except requests.exceptions.RequestException:
-            raise EnvironmentBuildError(
-                f"Installing the agent {name} ran past {settings.build_timeout_s:g} s and was "
-                f"abandoned; raise EXAMHALL_BUILD_TIMEOUT_S or install fewer packages."
-            ) from None
-        log = bytes(container.logs()).decode(errors="replace")
-        if code != 0:
-            tail = "\n".join(f"    {line}" for line in log.splitlines()[-20:])
-            raise EnvironmentBuildError(
-                f"Installing the agent {name} above {env.ref} failed (exit {code}):\n{tail}",
-                log=log,
-            )
-        outside = changes_outside(container.diff() or [], prefix)
-        outside += _loose_ancestors(client, str(container.id))
-        if outside:
-            shown = "\n".join(f"    {line}" for line in outside[:20])
-            raise EnvironmentBuildError(
-                f"Installing the agent {name} above {env.ref} changed files outside its "
-                f"directory {prefix}, so the layer is refused (no image was made):\n{shown}"
-                f"\nAn agent's packages may write only their own directory; use a release "
-                f"without whatever writes these.",
-                log=log,
-            )
-        container.put_archive("/", _command_launcher(python, prefix, command, agent_env))
-        changes = [
-            f"ENTRYPOINT {json.dumps(base.get('Entrypoint') or [])}",
-            f"CMD {json.dumps(base.get('Cmd') or [])}",
-            f"USER {base.get('User') or '0:0'}",
-            *(f"LABEL {json.dumps(k)}={json.dumps(v)}" for k, v in labels.items()),
-            # A commit keeps the container's labels and cannot drop one: emptied, the install's
-            # owner does not reach every trial container of the layer, which a reaper of the
-            # build containers of gone planes (capped.reap_capped) would otherwise remove
-            # mid-run once the plane that built the layer exits.
-            f'LABEL {json.dumps(OWNER_LABEL)}=""',
-        ]
-        repository, _, tag = ref.rpartition(":")
-        image = container.commit(repository=repository, tag=tag, changes=changes)
-        return str(image.id)
-    finally:
-        container.remove(force=True)
+        with engine.scratch(
+            env.ref,
+            # Passed whole, never written in the image; the commit puts the entrypoint back.
+            ["/bin/sh", "-c", _PIP_INSTALL, "install", python, prefix, command, *requirements],
+            caps=_caps(builder),
+            name=f"examhall-agent-install-{prefix.rsplit('/', 1)[1]}-{uuid.uuid4().hex[:8]}",
+            labels={OWNER_LABEL: builder.owner} if builder.owner else {},
+        ) as container:
+            return _install_and_commit(
+                container, base.config, env, python, prefix, command, wheels, ref, labels,
+                agent_env, settings.build_timeout_s,
+            )  # fmt: skip
+    except EngineTimeout:
+        raise EnvironmentBuildError(
+            f"Installing the agent {name} ran past {settings.build_timeout_s:g} s and was "
+            f"abandoned; raise EXAMHALL_BUILD_TIMEOUT_S or install fewer packages."
+        ) from None
+    except EngineError as exc:
+        raise EnvironmentBuildError(
+            f"Installing the agent {name} above {env.ref} failed: the Docker engine failed "
+            f"({exc}); check the engine and retry."
+        ) from exc
 
 
-def changes_outside(diff: list[dict[str, Any]], prefix: str) -> list[str]:
-    """What of a container's diff lies outside `prefix`: the prefix's parents may be added
-    or changed (they hold it), nothing else may be touched."""
+def _install_and_commit(
+    container: ScratchContainer,
+    base: Mapping[str, Any],
+    env: BuiltEnvironment,
+    python: str,
+    prefix: str,
+    command: str,
+    wheels: Mapping[str, bytes],
+    ref: str,
+    labels: dict[str, str],
+    agent_env: Mapping[str, str],
+    timeout_s: float,
+) -> str:
+    name = labels[AGENT_LABEL]
+    container.put_archive("/", _wheels_tar(prefix, wheels))
+    code, log = container.run(timeout_s)
+    if code != 0:
+        tail = "\n".join(f"    {line}" for line in log.splitlines()[-20:])
+        raise EnvironmentBuildError(
+            f"Installing the agent {name} above {env.ref} failed (exit {code}):\n{tail}",
+            log=log,
+        )
+    outside = changes_outside(container.changes(), prefix)
+    outside += _loose_ancestors(container)
+    if outside:
+        shown = "\n".join(f"    {line}" for line in outside[:20])
+        raise EnvironmentBuildError(
+            f"Installing the agent {name} above {env.ref} changed files outside its "
+            f"directory {prefix}, so the layer is refused (no image was made):\n{shown}"
+            f"\nAn agent's packages may write only their own directory; use a release "
+            f"without whatever writes these.",
+            log=log,
+        )
+    container.put_archive("/", _command_launcher(python, prefix, command, agent_env))
+    changes = [
+        f"ENTRYPOINT {json.dumps(base.get('Entrypoint') or [])}",
+        f"CMD {json.dumps(base.get('Cmd') or [])}",
+        f"USER {base.get('User') or '0:0'}",
+        *(f"LABEL {json.dumps(k)}={json.dumps(v)}" for k, v in labels.items()),
+        # A commit keeps the container's labels and cannot drop one: emptied, the install's
+        # owner does not reach every trial container of the layer, which a reaper of the
+        # build containers of gone planes (capped.reap_capped) would otherwise remove
+        # mid-run once the plane that built the layer exits.
+        f'LABEL {json.dumps(OWNER_LABEL)}=""',
+    ]
+    return container.commit(ref, changes)
+
+
+def changes_outside(diff: list[tuple[str, int]], prefix: str) -> list[str]:
+    """What of a container's changes lies outside `prefix`: the prefix's parents may be
+    added or changed (they hold it), nothing else may be touched."""
     outside = []
-    for change in diff:
-        path, kind = str(change.get("Path")), change.get("Kind")
+    for path, kind in diff:
         if path == prefix or path.startswith(f"{prefix}/"):
             continue
         if path in _ANCESTORS and kind in (0, 1):
             continue
-        outside.append(f"{_DIFF_KINDS.get(int(kind or 0), kind)} {path}")
+        outside.append(f"{_DIFF_KINDS.get(kind, kind)} {path}")
     return outside
 
 
-def _loose_ancestors(client: docker.DockerClient, container_id: str) -> list[str]:
+def _loose_ancestors(container: ScratchContainer) -> list[str]:
     """The prefix's parents that are not plain directories closed to others: one the sandbox
     user could write would let it move /opt/examhall, the worker's code, aside."""
     found = []
     for path in _ANCESTORS:
-        # docker-py has no call for the archive's HEAD (a stat that reads no file).
-        url = f"{client.api.base_url}/v{client.api.api_version}/containers/{container_id}/archive"
-        response = client.api.head(url, params={"path": path})
-        header = response.headers.get("X-Docker-Container-Path-Stat")
-        if response.status_code != 200 or not header:
-            found.append(f"unreadable {path} (HTTP {response.status_code})")
-            continue
-        mode = int(json.loads(base64.b64decode(header))["mode"])
-        if not mode & _GO_DIR or mode & _GO_SYMLINK or mode & 0o022:
+        mode, why = container.path_mode(path)
+        if mode is None:
+            found.append(f"unreadable {path} ({why})")
+        elif not stat.S_ISDIR(mode) or mode & 0o022:
             found.append(
                 f"changed {path} (mode {mode & 0o7777:o}, not a directory only root writes)"
             )
@@ -438,9 +429,22 @@ def _entry(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
     return info
 
 
-def _worker_python(client: docker.DockerClient, ref: str) -> str:
+def _caps(builder: EnvironmentBuilder) -> Caps:
+    """What installing an agent may use: a build's caps, its whole timeout."""
+    settings = builder.settings
+    return Caps(
+        settings.build_memory,
+        settings.build_pids,
+        settings.build_cpu_shares,
+        settings.build_timeout_s,
+        owner=builder.owner,
+    )
+
+
+def _worker_python(engine: ImageEngine, ref: str) -> str:
     """The interpreter the environment's worker runs on, which the agent shares."""
-    entrypoint = client.images.get(ref).attrs["Config"].get("Entrypoint") or []
+    image = engine.image(ref)
+    entrypoint = (image.config.get("Entrypoint") if image else None) or []
     if not entrypoint or not str(entrypoint[0]).startswith("/"):
         raise EnvironmentBuildError(
             f"{ref} is not an examhall environment (its entrypoint is {entrypoint}); "

@@ -17,9 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import docker
-import docker.errors
-
 from service.environments.dockerfile import rewrite_images
 from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
 from service.environments.hashing import environment_digest
@@ -37,25 +34,19 @@ from service.environments.worker_layer import (
     layer_context,
     recipe_fingerprint,
 )
-from service.images.build_network import DEFAULT_EGRESS, ensure_build_network
+from service.images.build_network import DEFAULT_EGRESS
 from service.images.capped import Caps
-from service.images.capped_build import (
-    BuildError,
-    BuildLimits,
-    BuildLog,
-    remove_layers,
-    run_build,
-)
+from service.images.capped_build import BuildError, BuildLimits, BuildLog
 from service.images.debian_base import (
     DEBIAN_BASE_REPO,
     ImageBuildError,
     Progress,
-    bootstrap_debian_base,
     debian_suite,
     find_mirror,
 )
+from service.images.engine import EngineError, ImageEngine
 from service.images.sandbox_image import HASH_LABEL, BuildContext
-from service.images.wheels import download_wheels, image_python
+from service.images.wheels import download_wheels
 from service.settings import Settings, env_name, get_settings
 
 ENV_REPO = "examhall/env"
@@ -99,14 +90,14 @@ def build_slots(settings: Settings) -> threading.BoundedSemaphore:
 class EnvironmentBuilder:
     def __init__(
         self,
-        client: docker.DockerClient,
+        engine: ImageEngine,
         *,
         sandbox_image: str,
         settings: Settings | None = None,
         repository: str = ENV_REPO,
         owner: str | None = None,
     ) -> None:
-        self.client = client
+        self.engine = engine
         # The control plane building (service/owners.py): on the containers that run a team's
         # image during a build, so that a plane that dies leaves them to the next one's reaper.
         self.owner = owner
@@ -200,19 +191,15 @@ class EnvironmentBuilder:
             mirror = find_mirror(debian_suite())
             if mirror and urlsplit(mirror).hostname:
                 hosts.add(str(urlsplit(mirror).hostname))
-        network = ensure_build_network(self.client, self.sandbox_image, hosts)
+        network = self.engine.build_network(self.sandbox_image, hosts)
         return network.name, network.build_args()
 
     def _lookup(self, digest: str) -> BuiltEnvironment | None:
         ref = f"{self.repository}:{digest[:12]}"
-        try:
-            image = self.client.images.get(ref)
-        except docker.errors.ImageNotFound:
+        image = self.engine.image(ref)
+        if image is None or image.labels.get(HASH_LABEL) != digest:
             return None
-        labels = image.labels or {}
-        if labels.get(HASH_LABEL) != digest:
-            return None
-        return BuiltEnvironment(ref, str(image.id), digest, labels.get(WORKDIR_LABEL) or None)
+        return BuiltEnvironment(ref, image.id, digest, image.labels.get(WORKDIR_LABEL) or None)
 
     @contextmanager
     def _slot(
@@ -246,14 +233,15 @@ class EnvironmentBuilder:
                 return resolved.image_id
 
             dockerfile = rewrite_images(original, resolve).text
-            sandbox_id = str(self.client.images.get(self.sandbox_image).id)
-        except (EnvironmentProblem, ImageBuildError, UnicodeDecodeError) as exc:
+        except (EnvironmentProblem, ImageBuildError, EngineError, UnicodeDecodeError) as exc:
             raise EnvironmentBuildError(f"The environment of {source.name}: {exc}.") from exc
-        except docker.errors.ImageNotFound as exc:
+        sandbox = self.engine.image(self.sandbox_image)
+        if sandbox is None:
             raise EnvironmentBuildError(
                 f"The environment of {source.name}: the sandbox image {self.sandbox_image} is "
                 f"not present; build it with `examhall image build`."
-            ) from exc
+            )
+        sandbox_id = sandbox.id
         digest = environment_digest(
             recipe=recipe_fingerprint(),
             sandbox=self.sandbox_image,
@@ -272,13 +260,13 @@ class EnvironmentBuilder:
     ) -> Resolved:
         allowed = self.allowed_images()
         try:
-            resolved = resolve_image(self.client, reference, image_map, allowed)
+            resolved = resolve_image(self.engine, reference, image_map, allowed)
         except NeedsBootstrap as exc:
             if bootstrap is None:
                 raise
             bootstrap(f"{reference}: bootstrapping the Debian {exc.suite} base it falls back to")
-            bootstrap_debian_base(self.client, exc.suite, progress=bootstrap)
-            resolved = resolve_image(self.client, reference, image_map, allowed)
+            self.engine.bootstrap_debian_base(exc.suite, bootstrap)
+            resolved = resolve_image(self.engine, reference, image_map, allowed)
         if resolved.note and bootstrap is not None:
             bootstrap(resolved.note + ".")
         return resolved
@@ -326,8 +314,7 @@ class EnvironmentBuilder:
                 tuple(sorted(files.items())),
                 source.executable,
             )
-            task_id = run_build(
-                self.client,
+            task_id = self.engine.build(
                 context.tarball(),
                 tag=None,
                 labels={},
@@ -340,7 +327,7 @@ class EnvironmentBuilder:
             )
             progress(f"Adding examhall's worker to the environment of {source.name}...")
             task = check_image(
-                self.client, task_id, workdir=source.workdir, caps=caps(), cancel=cancel
+                self.engine, task_id, workdir=source.workdir, caps=caps(), cancel=cancel
             )
             if task.python is None:
                 progress("The image has no python3 >= 3.11 the worker can use; bundling one.")
@@ -349,8 +336,7 @@ class EnvironmentBuilder:
                 labels[WORKDIR_LABEL] = task.workdir
             # The layer needs no network: everything comes from the two images.
             layer_limits = self.limits("none")
-            image_id = run_build(
-                self.client,
+            image_id = self.engine.build(
                 layer_context(task, self.sandbox_image).tarball(),
                 tag=ref,
                 labels=labels,
@@ -381,15 +367,15 @@ class EnvironmentBuilder:
             ) from exc
         except (EnvironmentProblem, ImageBuildError) as exc:
             log.add(str(exc))
-            remove_layers(self.client, log)
+            self.engine.discard_build(log)
             raise EnvironmentBuildError(
                 f"The environment of {source.name} is refused: {exc}.",
                 log=log.text(),
                 step="checking the image",
             ) from exc
-        except docker.errors.DockerException as exc:
+        except EngineError as exc:
             log.add(str(exc))
-            remove_layers(self.client, log)
+            self.engine.discard_build(log)
             raise EnvironmentBuildError(
                 f"The environment of {source.name} could not be built: the Docker engine "
                 f"failed ({exc}); check the engine and retry.",
@@ -410,7 +396,7 @@ class EnvironmentBuilder:
         assert source.declarative is not None
         base = prepared.images[0].image_id
         try:
-            found = image_python(self.client, base, caps=caps, cancel=cancel)
+            found = self.engine.image_python(base, caps=caps, cancel=cancel)
         except ImageBuildError as exc:
             raise EnvironmentProblem(
                 f"pip requirements need python3 in the base image, and {prepared.images[0].image}"

@@ -18,9 +18,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import docker
-import docker.errors
-import docker.models.images
+from service.images.engine import EngineError, ImageEngine, ImageFacts
 
 log = logging.getLogger("examhall.image-cache")
 
@@ -45,13 +43,13 @@ class _Cached:
 class ImageCache:
     def __init__(
         self,
-        client: docker.DockerClient,
+        engine: ImageEngine,
         repositories: Collection[str],
         *,
         limit_bytes: int | None,
         grace_s: float = GRACE_S,
     ) -> None:
-        self.client = client
+        self.engine = engine
         self.repositories = tuple(repositories)
         self.limit_bytes = limit_bytes
         self.grace_s = grace_s
@@ -86,10 +84,8 @@ class ImageCache:
                         continue
                     try:
                         # Its untagged parents (the task image under a worker layer) go too.
-                        self.client.images.remove(image.ref)
-                    except docker.errors.NotFound:
-                        pass
-                    except docker.errors.APIError as exc:
+                        self.engine.remove_image(image.ref)
+                    except EngineError as exc:
                         log.warning("cannot remove %s from the image cache: %s", image.ref, exc)
                         continue
                     cached.remove(image)
@@ -101,28 +97,26 @@ class ImageCache:
             return removed
 
     def _measure(self) -> list[_Cached]:
-        found: dict[str, docker.models.images.Image] = {}
+        found: dict[str, ImageFacts] = {}
         for repository in self.repositories:
-            for image in self.client.images.list(name=repository):
+            for image in self.engine.images(repository):
                 for tag in image.tags:
                     if tag.rsplit(":", 1)[0] == repository:
                         found[tag] = image
         cached: list[_Cached] = []
         for ref, image in found.items():
-            try:
-                history = image.history()
-            except docker.errors.NotFound:
+            history = self.engine.history(image.id)
+            if history is None:
                 continue  # removed meanwhile
             layers: dict[str, int] = {}
-            for entry in history:
-                key = _entry_key(entry)
-                if entry.get("Tags") and not any(
-                    tag.rsplit(":", 1)[0] in self.repositories for tag in entry["Tags"]
+            for layer in history:
+                if layer.tags and not any(
+                    tag.rsplit(":", 1)[0] in self.repositories for tag in layer.tags
                 ):
                     # From here down is an image of its own (the base it was built on).
                     break
-                layers[key] = int(entry.get("Size") or 0)
-            cached.append(_Cached(ref, _epoch(str(image.attrs.get("Created") or "")), layers))
+                layers[layer.key] = layer.size
+            cached.append(_Cached(ref, _epoch(image.created), layers))
         return cached
 
 
@@ -131,14 +125,6 @@ def _size(cached: list[_Cached]) -> int:
     for image in cached:
         layers.update(image.layers)
     return sum(layers.values())
-
-
-def _entry_key(entry: Mapping[str, object]) -> str:
-    entry_id = str(entry.get("Id") or "")
-    if entry_id and entry_id != "<missing>":
-        return entry_id
-    # A layer of a pulled image has no local id: what made it and when names it.
-    return f"{entry.get('Created')}|{entry.get('CreatedBy')}|{entry.get('Size')}"
 
 
 def _epoch(created: str) -> float:

@@ -22,11 +22,9 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-import docker
-import docker.errors
-
 from service.environments.errors import EnvironmentProblem
 from service.images.debian_base import DEBIAN_BASE_REPO, debian_suite
+from service.images.engine import ImageEngine
 from service.settings import ConfigError, env_name
 
 MAP_ENV = env_name("image_map")
@@ -83,7 +81,7 @@ class NeedsBootstrap(EnvironmentProblem):
 
 
 def resolve_image(
-    client: docker.DockerClient,
+    engine: ImageEngine,
     reference: str,
     image_map: dict[str, str],
     allowed: Collection[str],
@@ -93,7 +91,7 @@ def resolve_image(
     key = normalise(reference)
     mapped = image_map.get(key) or image_map.get(key.partition("@")[0])
     if mapped is not None:
-        image_id = _image_id(client, mapped)
+        image_id = _image_id(engine, mapped)
         if image_id is None:
             raise EnvironmentProblem(
                 f"{MAP_ENV} maps {reference} to {mapped}, which is not present on this box; "
@@ -101,13 +99,13 @@ def resolve_image(
             )
         return Resolved(reference, mapped, image_id, f"{reference} is mapped to {mapped}")
     if key in {normalise(image) for image in (*allowed, *image_map.values())}:
-        image_id = _image_id(client, reference)
+        image_id = _image_id(engine, reference)
         if image_id is not None:
             return Resolved(reference, reference, image_id, None)
     suite = _debian_suite_of(key)
     if suite is not None and suite == debian_suite():
         base = f"{DEBIAN_BASE_REPO}:{suite}"
-        image_id = _image_id(client, base)
+        image_id = _image_id(engine, base)
         if image_id is None:
             raise NeedsBootstrap(reference, suite)
         note = f"{reference} is not present and not mapped; using the bootstrapped {base}"
@@ -126,13 +124,6 @@ def _debian_suite_of(key: str) -> str | None:
     return tag.removesuffix("-slim") or None
 
 
-def _image_id(client: docker.DockerClient, reference: str) -> str | None:
-    try:
-        return str(client.images.get(reference).id)
-    except docker.errors.ImageNotFound:
-        return None
-    except docker.errors.APIError as exc:
-        # An invalid reference ("invalid reference format") is not there either.
-        if exc.status_code == 400:
-            return None
-        raise
+def _image_id(engine: ImageEngine, reference: str) -> str | None:
+    image = engine.image(reference)
+    return None if image is None else image.id

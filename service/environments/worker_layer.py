@@ -22,11 +22,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import docker
-import docker.errors
-
 from service.environments.errors import EnvironmentProblem
-from service.images.capped import CappedRunError, Caps, run_capped
+from service.images.capped import CappedRunError, Caps
+from service.images.engine import EngineError, ImageEngine
 from service.images.sandbox_image import BuildContext, fields_digest, repo_root
 
 # Bump when the layer's recipe changes in a way its files do not show; it is in every
@@ -66,7 +64,6 @@ _SYSTEM_DIRS = frozenset(
     }
 )  # fmt: skip
 _IGNORED_WORKDIRS = frozenset({"", "/", WORKSPACE})
-_ENGINE_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}
 
 _HERE = Path(__file__).resolve().parent
 _BUNDLE_SCRIPT = "bundle_python.py"
@@ -150,7 +147,7 @@ def recipe_fingerprint() -> bytes:
 
 
 def check_image(
-    client: docker.DockerClient,
+    engine: ImageEngine,
     image_id: str,
     *,
     workdir: str | None,
@@ -158,14 +155,14 @@ def check_image(
     cancel: threading.Event | None = None,
 ) -> TaskImage:
     """The facts of the built task image the layer needs, or the refusal it earns."""
-    attrs = client.images.get(image_id).attrs
-    config = attrs.get("Config") or {}
-    engine = client.version()
-    arch, engine_arch = attrs.get("Architecture", ""), engine.get("Arch", "")
-    engine_arch = _ENGINE_ARCH.get(engine_arch, engine_arch)
-    if attrs.get("Os", "linux") != "linux" or (arch and engine_arch and arch != engine_arch):
+    image = engine.image(image_id)
+    if image is None:
+        raise EnvironmentProblem(f"the built image {image_id} is gone; build it again")
+    config = image.config
+    arch, engine_arch = image.architecture, engine.architecture()
+    if image.os != "linux" or (arch and engine_arch and arch != engine_arch):
         raise EnvironmentProblem(
-            f"the image is for {attrs.get('Os', '?')}/{arch}, and this engine runs "
+            f"the image is for {image.os}/{arch}, and this engine runs "
             f"linux/{engine_arch}: examhall's worker cannot run on it; build it FROM an "
             f"image of linux/{engine_arch}"
         )
@@ -191,7 +188,7 @@ def check_image(
             f"Python or its loader); remove it from the image's ENV (an agent command can "
             f"set it for itself)"
         )
-    facts = _probe(client, image_id, caps, cancel)
+    facts = _probe(engine, image_id, caps, cancel)
     if facts.get("musl"):
         raise EnvironmentProblem(
             f"the image is musl-based ({facts['musl']}, as Alpine is): examhall's worker runs "
@@ -283,17 +280,16 @@ def worker_modules() -> tuple[str, ...]:
 
 
 def _probe(
-    client: docker.DockerClient, image_id: str, caps: Caps, cancel: threading.Event | None
+    engine: ImageEngine, image_id: str, caps: Caps, cancel: threading.Event | None
 ) -> dict[str, str]:
     script = _PROBE.replace("$MODULES", ", ".join(worker_modules()))
     try:
-        ran = run_capped(
-            client, image_id, ["/bin/sh", "-c", script], caps,
-            labels={PROBE_LABEL: "1"}, cancel=cancel,
-        )  # fmt: skip
+        ran = engine.run_capped(
+            image_id, ["/bin/sh", "-c", script], caps, labels={PROBE_LABEL: "1"}, cancel=cancel
+        )
     except CappedRunError as exc:
         raise EnvironmentProblem(f"probing the image failed: {exc}") from exc
-    except docker.errors.APIError as exc:
+    except EngineError as exc:
         if "/bin/sh" in str(exc) and "no such file" in str(exc).lower():
             raise EnvironmentProblem(
                 "the image has no /bin/sh; examhall's worker and its tools need a shell, "

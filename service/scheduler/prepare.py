@@ -42,7 +42,6 @@ from service.environments import (
     ensure_agent_layer,
 )
 from service.environments.cache import ImageCache
-from service.images.capped import reap_capped
 from service.owners import owner_gone
 from service.scheduler.build_progress import WRITE_EVERY_S, BuildProgress
 from service.store import environments as builds
@@ -153,7 +152,7 @@ class EnvironmentPreparer:
                 return False
             return owner_gone(owner) or owner in known
 
-        for removed in reap_capped(self.builder.client, gone):
+        for removed in self.builder.engine.reap_capped(gone):
             log.warning("removed build container %s, left by a control plane that is gone", removed)
 
     def _collect(self, cache: ImageCache) -> None:
@@ -401,11 +400,11 @@ def make_preparer(
     (Docker's, Swarm's), else None: task suites are then refused at submission."""
     if not isinstance(backend, BuildsImages):
         return None
-    client, sandbox_image = backend.build_engine()
-    builder = EnvironmentBuilder(client, sandbox_image=sandbox_image, owner=backend.owner)
+    engine, sandbox_image = backend.build_engine()
+    builder = EnvironmentBuilder(engine, sandbox_image=sandbox_image, owner=backend.owner)
     limit = builder.settings.image_cache_gb
     cache = ImageCache(
-        client,
+        engine,
         [builder.repository, f"{builder.repository}-agent"],
         limit_bytes=None if limit is None else int(limit * 1e9),
     )

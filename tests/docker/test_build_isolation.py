@@ -40,6 +40,7 @@ from service.images.capped import (
     reap_capped,
     run_capped,
 )
+from service.images.docker_engine import DockerImageEngine
 from service.owners import owner_gone
 from service.settings import Settings
 
@@ -55,7 +56,7 @@ _LAYER = re.compile(r"^ ---> ([0-9a-f]{12,64})$", re.MULTILINE)
 @pytest.fixture(scope="module")
 def builder(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[EnvironmentBuilder]:
     yield EnvironmentBuilder(
-        docker_client,
+        DockerImageEngine(docker_client),
         sandbox_image=sandbox_image,
         settings=Settings(debian_suite="bookworm", build_timeout_s=120),
         repository=REPOSITORY,
@@ -69,7 +70,7 @@ def builder(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[
 def tight(docker_client: docker.DockerClient, sandbox_image: str) -> EnvironmentBuilder:
     """A builder with small caps (its images land in REPOSITORY, removed with `builder`'s)."""
     return EnvironmentBuilder(
-        docker_client,
+        DockerImageEngine(docker_client),
         sandbox_image=sandbox_image,
         settings=Settings(
             debian_suite="bookworm", build_timeout_s=120, build_pids=32, build_disk="64m"

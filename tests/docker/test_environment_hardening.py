@@ -15,6 +15,7 @@ import pytest
 from sandbox.protocol import ModelRef, RunSpec
 from service.backends.docker import DockerBackend
 from service.environments import EnvironmentBuilder, dockerfile_source
+from service.images.docker_engine import DockerImageEngine
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, run_trial
 from service.suites.python import load_suite
@@ -32,7 +33,7 @@ USER 0:0
 
 @pytest.fixture(scope="module")
 def hostile_image(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[str]:
-    builder = EnvironmentBuilder(docker_client, sandbox_image=sandbox_image)
+    builder = EnvironmentBuilder(DockerImageEngine(docker_client), sandbox_image=sandbox_image)
     name = f"hostile environment {uuid.uuid4().hex[:8]}"
     built = builder.build(dockerfile_source(name, {"Dockerfile": HOSTILE}), lambda _: None)
     yield built.ref

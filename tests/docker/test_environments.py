@@ -37,6 +37,7 @@ from service.environments import (
 from service.environments.agents import AGENTS_ROOT
 from service.environments.worker_layer import RUNTIME_PYTHON
 from service.images.capped import OWNER_LABEL
+from service.images.docker_engine import DockerImageEngine
 from service.launch.launcher import Launcher
 from service.launch.trial import run_trial
 from service.settings import Settings
@@ -85,7 +86,7 @@ def builder(
 ) -> Callable[..., EnvironmentBuilder]:
     def make(**settings: object) -> EnvironmentBuilder:
         return EnvironmentBuilder(
-            docker_client,
+            DockerImageEngine(docker_client),
             sandbox_image=sandbox_image,
             settings=Settings(debian_suite="bookworm", **settings),  # type: ignore[arg-type]
             repository=REPOSITORY,
@@ -452,7 +453,7 @@ def builder_module(
     docker_client: docker.DockerClient, sandbox_image: str, cleanup: None, agent_cleanup: None
 ) -> EnvironmentBuilder:
     return EnvironmentBuilder(
-        docker_client,
+        DockerImageEngine(docker_client),
         sandbox_image=sandbox_image,
         settings=Settings(debian_suite="bookworm"),
         repository=REPOSITORY,

@@ -13,6 +13,7 @@ import pytest
 
 from service.environments import BuiltEnvironment, EnvironmentBuilder, dockerfile_source
 from service.environments.cache import ImageCache
+from service.images.docker_engine import DockerImageEngine
 from service.settings import Settings
 
 pytestmark = pytest.mark.docker
@@ -28,7 +29,7 @@ def built(
     docker_client: docker.DockerClient, sandbox_image: str
 ) -> Iterator[list[BuiltEnvironment]]:
     builder = EnvironmentBuilder(
-        docker_client,
+        DockerImageEngine(docker_client),
         sandbox_image=sandbox_image,
         settings=Settings(debian_suite="bookworm"),
         repository=REPOSITORY,
@@ -68,7 +69,9 @@ def test_the_least_recently_used_go_first_and_the_needed_stay(
         newer.ref: now - timedelta(days=1),
     }
 
-    measured = ImageCache(docker_client, [REPOSITORY], limit_bytes=None, grace_s=0)
+    measured = ImageCache(
+        DockerImageEngine(docker_client), [REPOSITORY], limit_bytes=None, grace_s=0
+    )
     assert measured.collect(used, keep=set()) == []
     state = measured.state
     # Three images of their own 3 MB each and more; the Debian base below them is not counted.
@@ -76,17 +79,19 @@ def test_the_least_recently_used_go_first_and_the_needed_stay(
     assert state.images == 3 and 9 * MB < state.bytes < base + 9 * MB
 
     # A recent image is never removed, however far over the limit.
-    fresh = ImageCache(docker_client, [REPOSITORY], limit_bytes=1, grace_s=3600)
+    fresh = ImageCache(DockerImageEngine(docker_client), [REPOSITORY], limit_bytes=1, grace_s=3600)
     assert fresh.collect(used, keep=set()) == []
 
-    cache = ImageCache(docker_client, [REPOSITORY], limit_bytes=state.bytes - 1, grace_s=0)
+    cache = ImageCache(
+        DockerImageEngine(docker_client), [REPOSITORY], limit_bytes=state.bytes - 1, grace_s=0
+    )
     # The oldest is needed (a queued trial names it): the next oldest goes, and that is enough.
     assert cache.collect(used, keep={kept.ref}) == [older.ref]
     assert not present(docker_client, older.ref)
     assert present(docker_client, kept.ref) and present(docker_client, newer.ref)
     assert cache.state.bytes <= state.bytes - 3 * MB and cache.state.images == 2
 
-    tight = ImageCache(docker_client, [REPOSITORY], limit_bytes=1, grace_s=0)
+    tight = ImageCache(DockerImageEngine(docker_client), [REPOSITORY], limit_bytes=1, grace_s=0)
     assert tight.collect(used, keep={kept.ref}) == [newer.ref]
     assert tight.state.images == 1 and tight.state.removed == 1
     assert present(docker_client, kept.ref)

@@ -13,7 +13,9 @@
 - service.report never imports service.api or service.web;
 - service.backends never imports service.domain, service.api or service.web;
 - service.images (building on the engine) knows nothing of jobs, the store, the backends
-  that run its images, the environments built with it, the API or the web;
+  that run its images, the environments built with it, the API or the web; and it is the
+  only door to the engine for what builds: service.environments and service.scheduler
+  reach it through service.images.engine's ImageEngine, never a Docker client;
 - service.api never imports service.web;
 - service.app, the composition root, sits on top and is imported by the CLI alone.
 """
@@ -185,6 +187,14 @@ def test_image_building_knows_nothing_of_what_runs_its_images() -> None:
         ),
     )
     assert found == [], "service.images builds; the backends and environments use it"
+
+
+def test_environments_and_the_scheduler_build_without_a_docker_client() -> None:
+    found = violations(
+        ("service.environments", "service.scheduler"),
+        ("docker", "requests", "service.images.docker_engine", "service.backends.docker"),
+    )
+    assert found == [], "they build through ImageEngine (service/images/engine.py)"
 
 
 def test_the_api_knows_nothing_of_the_web() -> None:

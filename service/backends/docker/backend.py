@@ -40,6 +40,8 @@ from service.backends.docker.hardening import (
     WORKER_CAPS,
     container_config,
 )
+from service.images.docker_engine import DockerImageEngine
+from service.images.engine import ImageEngine
 from service.owners import instance_id
 from service.settings import get_settings
 
@@ -198,8 +200,8 @@ class DockerBackend:
             engine_confinement=s.engine_confinement,
         )
 
-    def build_engine(self) -> tuple[docker.DockerClient, str]:
-        return self.client, self.image
+    def build_engine(self) -> tuple[ImageEngine, str]:
+        return DockerImageEngine(self.client), self.image
 
     def engine_name(self) -> str | None:
         """The engine's host name, asked once: the one node this backend has."""

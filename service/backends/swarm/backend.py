@@ -54,6 +54,8 @@ from service.backends.swarm.nodes import (
     read_nodes,
 )
 from service.backends.swarm.spec import task_template, volume_names
+from service.images.docker_engine import DockerImageEngine
+from service.images.engine import ImageEngine
 from service.owners import instance_id
 
 # The network every sandbox joins, on each node: see `_network`.
@@ -269,9 +271,9 @@ class SwarmBackend:
         self._wake.set()
         return sandbox
 
-    def build_engine(self) -> tuple[docker.DockerClient, str]:
+    def build_engine(self) -> tuple[ImageEngine, str]:
         """Environments are built here and pushed to the nodes when a trial starts in one."""
-        return self.publisher.local, self.settings.local_image or self.image
+        return DockerImageEngine(self.publisher.local), self.settings.local_image or self.image
 
     def _avoid(self, node_id: str) -> None:
         with self._lock:
