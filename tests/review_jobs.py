@@ -26,8 +26,10 @@ from service.backends.fake import FakeBackend, FakeWorker
 from tests.docker.conftest import Server, serve
 
 CASES = [f"case-{i}" for i in range(8)]
-# This (case, round, variant) ends in a judge_error: unscored, so never sampled.
+# This (case, round, variant) ends in a sandbox_error: unscored, so never sampled.
 ERRORED = ("case-7", 1, "with_docs")
+# This one ends in an agent_error: a scored error (a fail), which is sampled and reviewed.
+AGENT_ERROR = ("case-6", 2, "without_docs")
 
 
 def passes(case_id: str, round_: int, variant: str) -> bool:
@@ -74,7 +76,11 @@ def _worker(w: FakeWorker) -> int:
     w.say(EventMessage(2, ToolCallEvent("call-1", "write", {"path": "x.txt", "content": "ok"})))
     w.say(EventMessage(3, ToolResultEvent("call-1", "write", "Wrote 2 bytes to x.txt")))
     if (case_id, round_, variant) == ERRORED:
-        w.say(ResultMessage(TrialResult("error", error_kind="judge_error", error_message="boom")))
+        w.say(ResultMessage(TrialResult("error", error_kind="sandbox_error", error_message="boom")))
+        return 0
+    if (case_id, round_, variant) == AGENT_ERROR:
+        crashed = TrialResult("error", error_kind="agent_error", error_message="agent crashed")
+        w.say(ResultMessage(crashed))
         return 0
     passed = passes(case_id, round_, variant)
     w.say(EventMessage(4, MessageEvent("assistant", "Done." if passed else "I could not.")))

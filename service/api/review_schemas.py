@@ -23,6 +23,18 @@ class SampleRequest(BaseModel):
     seed: int = Field(
         strict=True, ge=0, le=2**32 - 1, description="the same seed and job give the same sample"
     )
+    blind: bool = Field(
+        default=True,
+        strict=True,
+        description="hide the judges' verdicts from each reviewer until they have reviewed "
+        "the trial; false shows them from the start (the report says which)",
+    )
+    replace: bool = Field(
+        default=False,
+        strict=True,
+        description="retire the job's sample of record (its reviews stop counting) and draw "
+        "this one instead; without it, a job that has one answers 409",
+    )
 
 
 class ReviewRequest(BaseModel):
@@ -66,7 +78,15 @@ class ReviewView(BaseModel):
     token_prefix: str | None = Field(description="the token's prefix; None: the box's admin token")
     via: Literal["api", "web"]
     created_at: Timestamp
-    revises: int | None = Field(description="the review of the same trial this one replaced")
+    revises: int | None = Field(
+        description="the review of the same trial, in the same sample, this one replaced"
+    )
+    sample_id: str = Field(description="the sample it was made in")
+    verdict_seen: bool | None = Field(
+        description="whether the reviewer had the judges' verdict in view when saving it (a "
+        "sample drawn not blind, or a revision of their own review); None: made before "
+        "samples recorded it"
+    )
 
 
 class SampledTrial(BaseModel):
@@ -74,8 +94,15 @@ class SampledTrial(BaseModel):
     case_id: str
     variant: str
     round: int
-    outcome: Literal["passed", "failed"]
-    review: ReviewView | None = Field(description="its latest review, if any")
+    verdict_shown: bool = Field(
+        description="false while the sample is blind and you have not reviewed this trial: "
+        "`outcome` and `error_kind` are then null"
+    )
+    outcome: Literal["passed", "failed", "error"] | None = Field(
+        description="the trial's outcome; a scored error (`error_kind`) counts as failed"
+    )
+    error_kind: str | None = Field(description="a scored error's kind (agent_error, timeout, ...)")
+    review: ReviewView | None = Field(description="its latest review in this sample, if any")
 
 
 class SampleView(BaseModel):
@@ -84,6 +111,14 @@ class SampleView(BaseModel):
     size: int = Field(description="as requested; `trials` may be fewer")
     seed: int
     algorithm: int
+    blind: bool | None = Field(
+        description="whether the judges' verdicts are hidden until each reviewer reviews; "
+        "None: drawn before blindness existed (nothing was hidden)"
+    )
     created_by: str
     created_at: Timestamp
+    retired_at: Timestamp | None = Field(
+        description="when a later draw replaced it; None: the job's sample of record"
+    )
+    reviews: int = Field(description="reviews made in it, revisions included")
     trials: list[SampledTrial]

@@ -44,7 +44,7 @@ class ReviewedTrial:
     variant: str
     case_id: str
     round: int
-    # The trial's verdict: passed (True) or failed (False).
+    # The trial's verdict: passed (True) or failed (False; a scored error too).
     passed: bool
     # Each judge's name and whether it passed (score >= 1), in the trial's order.
     judges: tuple[tuple[str, bool], ...]
@@ -221,11 +221,12 @@ def build_agreement(
     sampled: int,
     variants: Sequence[str],
     comparisons: Sequence[tuple[str, str, float | None]] = (),
+    empty: bool = False,
 ) -> Agreement | None:
     """The report's agreement section, or None when no trial was reviewed (so a report
-    without reviews is exactly as before). `comparisons` are (baseline, candidate, published
-    lift in pp or None)."""
-    if not reviewed:
+    without reviews is exactly as before) unless `empty` asks for one without rows.
+    `comparisons` are (baseline, candidate, published lift in pp or None)."""
+    if not reviewed and not empty:
         return None
     rows = _rows(reviewed, variants)
     notes: list[str] = []

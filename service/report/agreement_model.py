@@ -4,7 +4,7 @@ JSON, text and page are as they were before reviews existed."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Part(BaseModel):
@@ -60,9 +60,40 @@ class LiftCheck(_Part):
 
 
 class Agreement(_Part):
+    """The reviews of the job's sample of record against the judges; reviews made in
+    samples a later draw retired are counted apart and left out."""
+
     sampled: int
     reviewed: int
     interval_method: str
     rows: list[AgreementRow]
     lift_checks: list[LiftCheck]
     notes: list[str]
+    sample_id: str | None = Field(
+        default=None, description="the job's sample of record, whose reviews are counted"
+    )
+    blind: bool | None = Field(
+        default=None,
+        description="whether its reviewers saw a trial's verdict only after reviewing it; "
+        "null: drawn before migration 0022, when nothing was hidden nor recorded",
+    )
+    verdict_seen: int = Field(
+        default=0,
+        description="counted reviews whose reviewer had the verdict in view (all of a sample "
+        "not blind; in a blind one a trial's counted review is its newest made without it, "
+        "when there is one)",
+    )
+    scored_errors: int = Field(
+        default=0,
+        description="reviewed trials that are scored errors (agent_error, timeout, ...), "
+        "whose trial verdict is a fail",
+    )
+    retired_samples: int = Field(
+        default=0, description="retired samples (replaced by a later draw) with reviews"
+    )
+    retired_reviews: int = Field(
+        default=0, description="reviews made in retired samples: kept, not counted"
+    )
+    counted: str = Field(
+        default="", description="the above in a sentence, as the text and the page show it"
+    )

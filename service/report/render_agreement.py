@@ -33,6 +33,7 @@ def row_text(row: AgreementRow) -> str:
 def agreement_lines(agreement: Agreement) -> list[str]:
     lines = [
         f"Human review: {agreement.reviewed} of {agreement.sampled} sampled trials reviewed",
+        *([f"  {agreement.counted}"] if agreement.counted else []),
         *(row_text(row) for row in agreement.rows),
     ]
     for check in agreement.lift_checks:

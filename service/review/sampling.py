@@ -1,12 +1,16 @@
 """The review queue's sample: seeded, stratified by variant and outcome, reproducible.
 
-The algorithm (version 1), in full, so that anyone can recompute a sample from the job's
+The algorithm (version 2), in full, so that anyone can recompute a sample from the job's
 trials (`GET /v1/jobs/{id}/trials`) and the sample's size and seed:
 
-1. The population is each planned trial's final attempt whose outcome is `passed` or
-   `failed`. Errors that are not scored (`infra_error`, `sandbox_error`, `judge_error`) and
-   unfinished trials are left out: a person cannot check a verdict that was never given.
-2. A stratum is a (variant, outcome) pair; strata are ordered by variant, then outcome, as
+1. The population is each planned trial's final attempt that is scored: its outcome is
+   `passed` or `failed`, or `error` with an error kind the report counts as a fail
+   (`agent_error`, `provider_error`, `timeout`, `limit_exceeded`, `no_reward`:
+   service/domain/outcomes.py). Errors that are not scored (`infra_error`, `sandbox_error`,
+   `judge_error`, `build_error`) and unfinished trials are left out: a person cannot check a
+   verdict that was never given.
+2. A stratum is a (variant, outcome) pair, the outcome as the trial lists it (so a variant's
+   scored errors are one stratum, `error`); strata are ordered by variant, then outcome, as
    strings.
 3. The size is handed out one place at a time (the Huntington-Hill divisor method): each
    place goes to the stratum with the highest priority N / sqrt(n (n + 1)) among those not
@@ -20,6 +24,9 @@ trials (`GET /v1/jobs/{id}/trials`) and the sample's size and seed:
    the stratum's first n are taken. The key leaves out the variant, so the arms of one
    (case, round) rank alike and are often drawn together: the pairs a docs-lift check needs.
 5. The sample is listed in plan order.
+
+Version 1 (samples drawn before scored errors could be reviewed) was the same with passed
+and failed trials only.
 """
 
 from __future__ import annotations
@@ -28,13 +35,27 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-ALGORITHM = 1
+from service.domain.outcomes import COUNTED_AS_FAILED
+
+ALGORITHM = 2
 SCORED = ("passed", "failed")
+STRATA_OUTCOMES = (*SCORED, "error")
+
+
+def sampled_outcome(outcome: str | None, error_kind: str | None) -> str | None:
+    """The outcome a trial is stratified by (step 1): passed, failed, or error for a scored
+    error; None for a trial that is not in the population."""
+    if outcome in SCORED:
+        return outcome
+    if outcome == "error" and error_kind in COUNTED_AS_FAILED:
+        return "error"
+    return None
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A scored trial (a planned trial's final attempt) that may be drawn."""
+    """A scored trial (a planned trial's final attempt) that may be drawn; `outcome` is
+    `sampled_outcome`'s."""
 
     trial_id: str
     variant: str
@@ -77,7 +98,7 @@ def draw(candidates: Sequence[Candidate], size: int, seed: int) -> list[Candidat
     """The sample of `size` (all of them when there are fewer), in plan order."""
     strata: dict[tuple[str, str], list[Candidate]] = {}
     for candidate in candidates:
-        if candidate.outcome not in SCORED:
+        if candidate.outcome not in STRATA_OUTCOMES:
             raise ValueError(f"trial {candidate.trial_id} is not scored ({candidate.outcome})")
         strata.setdefault((candidate.variant, candidate.outcome), []).append(candidate)
     keys = sorted(strata)

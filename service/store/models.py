@@ -399,11 +399,27 @@ class Artifact(Base):
     content: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+# A sample not retired is its job's sample of record: one per job at a time.
+OF_RECORD = "retired_at IS NULL"
+
+
 class ReviewSample(Base):
     """A seeded, stratified sample of a job's scored trials for people to review
-    (`service.review.sampling`); the drawn trial ids are kept so the queue stays as drawn."""
+    (`service.review.sampling`); the drawn trial ids are kept so the queue stays as drawn.
+    Drawing another retires it (`retired_at`); its reviews stay, but stop counting."""
 
     __tablename__ = "review_samples"
+    __table_args__ = (
+        # Two draws at once cannot both become the sample of record: the second one's insert
+        # fails, and service/api/reviewing.py answers it 409.
+        Index(
+            "ix_review_samples_of_record",
+            "job_id",
+            unique=True,
+            sqlite_where=text(OF_RECORD),
+            postgresql_where=text(OF_RECORD),
+        ),
+    )
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     size: Mapped[int] = mapped_column(Integer)
@@ -414,6 +430,10 @@ class ReviewSample(Base):
     trial_ids: Mapped[list[Any]] = mapped_column(JSON)
     created_by: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    # Whether the judges' verdicts are hidden from a reviewer until they review the trial;
+    # None: drawn before migration 0022, when nothing was hidden nor recorded.
+    blind: Mapped[bool | None] = mapped_column(Boolean)
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class Review(Base):
@@ -436,3 +456,8 @@ class Review(Base):
     via: Mapped[str] = mapped_column(String(10))
     reviewer: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    # The sample it was made in: agreement counts the sample of record's reviews only.
+    sample_id: Mapped[str] = mapped_column(ForeignKey("review_samples.id"))
+    # Whether the reviewer had the judges' verdict in view when saving it (a sample drawn
+    # not blind, or a revision of their own earlier review); None before migration 0022.
+    verdict_seen: Mapped[bool | None] = mapped_column(Boolean)

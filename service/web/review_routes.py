@@ -6,7 +6,8 @@ send the API's bearer token, so they post to these /ui routes (never to /v1, whe
 with the cookie alone answers 403) and pass the same cross-site refusal as sign-in and
 cancel (service/web/csrf.py): a form post from any other origin is refused before anything
 is read or changed. The review is recorded as the web session's token's (its team and
-prefix, "via web") with the name the reviewer typed.
+prefix, "via web") with the name the reviewer typed; that token is also the reviewer a blind
+sample hides verdicts from (service/review/blindness.py).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from starlette.concurrency import run_in_threadpool
 from service.api.access import get_job, get_trial
 from service.api.context import Context, Ctx
 from service.api.review_schemas import ReviewRequest, SampleRequest
-from service.api.reviewer import reviewer_of
+from service.api.reviewer import Reviewer, reviewer_of
 from service.api.reviewing import (
     create_sample,
     job_review_views,
-    latest_sample,
     post_review,
+    record_sample,
     sample_view,
+    shown_to,
 )
 from service.api.schemas import EventView
 from service.api.views import job_view, trial_view
@@ -36,7 +38,6 @@ from service.domain.planner import JobInputError
 from service.report.from_store import job_report
 from service.store.jobs import find_job
 from service.store.reports import trial_events
-from service.store.reviews import sampled_trial_ids
 from service.teams import Principal
 from service.web import pages, review_pages
 from service.web.review_pages import ReviewForm
@@ -46,6 +47,8 @@ from service.web.routes import EVENTS_SHOWN, SameOrigin, UiCaller, html, redirec
 MAX_REVIEW_FORM_BYTES = 64 * 1024
 # A sample's size and seed as the form may give them: whole numbers, of at most 9 digits.
 _WHOLE = re.compile(r"[0-9]{1,9}")
+# How the draw form replaces a sample of record (the API says it its own way).
+REPLACE_IN_THE_FORM = "tick the box to retire it and draw again"
 
 
 async def _fields(request: Request) -> dict[str, str] | None:
@@ -65,34 +68,35 @@ def _problem(exc: ValidationError) -> str:
 
 def _queue(
     c: Context,
+    request: Request,
     caller: Principal,
     job_id: str,
     *,
     error: str | None = None,
     status: int = 200,
-    size: str | None = None,
-    seed: str | None = None,
+    draw: review_pages.DrawForm | None = None,
 ) -> HTMLResponse:
     with c.sessions() as session:
         try:
             job = get_job(session, caller, job_id)
         except HTTPException as exc:
             return html(pages.not_found_page(str(exc.detail), caller.name), 404)
-        sample = latest_sample(session, caller, job_id)
+        sample = record_sample(session, caller, job_id)
+        viewer = reviewer_of(session, request, caller, "web")
         page = review_pages.queue_page(
             job_view(session, job),
             job_report(session, job),
-            sample_view(session, sample) if sample else None,
+            sample_view(session, sample, viewer) if sample else None,
             caller.name,
             error=error,
-            size=size,
-            seed=seed,
+            draw=draw,
         )
     return html(page, status)
 
 
 def _review(
     c: Context,
+    request: Request,
     caller: Principal,
     trial_id: str,
     *,
@@ -108,10 +112,13 @@ def _review(
         job = find_job(session, trial.job_id)
         if job is None:
             return html(pages.not_found_page(f"No trial {trial_id}.", caller.name), 404)
+        viewer = reviewer_of(session, request, caller, "web")
+        record = record_sample(session, caller, job.id)
+        in_sample = record is not None and trial.id in record.trial_ids
         history = [
             view
             for view in job_review_views(session, caller, job.id, history=True)
-            if view.trial_id == trial.id
+            if view.trial_id == trial.id and record is not None and view.sample_id == record.id
         ]
         rows = trial_events(session, trial.id, EVENTS_SHOWN)
         page = review_pages.review_page(
@@ -120,7 +127,11 @@ def _review(
             [EventView(seq=r.seq, type=r.type, payload=r.payload) for r in rows],
             history,
             caller.name,
-            in_sample=trial.id in sampled_trial_ids(session, job.id),
+            in_sample=in_sample,
+            # A trial outside the sample is under no review here: nothing to hide.
+            verdict_shown=not in_sample
+            or (record is not None and shown_to(session, record, trial.id, viewer)),
+            mine=(viewer.team, viewer.token_prefix),
             shown_limit=EVENTS_SHOWN,
             form=form,
             error=error,
@@ -128,14 +139,14 @@ def _review(
     return html(page, status)
 
 
-def _next_url(c: Context, caller: Principal, job_id: str, after: str) -> str:
+def _next_url(c: Context, viewer: Reviewer, caller: Principal, job_id: str, after: str) -> str:
     """The next trial of the queue still to review after `after`, else the queue itself."""
     queue = f"/ui/jobs/{quote(job_id, safe='')}/review"
     with c.sessions() as session:
-        sample = latest_sample(session, caller, job_id)
+        sample = record_sample(session, caller, job_id)
         if sample is None:
             return queue
-        entries = sample_view(session, sample).trials
+        entries = sample_view(session, sample, viewer).trials
     ids = [entry.trial_id for entry in entries]
     start = ids.index(after) + 1 if after in ids else 0
     for entry in entries[start:] + entries[:start]:
@@ -149,39 +160,58 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/ui/jobs/{job_id}/review")
-def queue(job_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
-    return _queue(c, caller, job_id)
+def queue(job_id: str, request: Request, c: Ctx, caller: UiCaller) -> HTMLResponse:
+    return _queue(c, request, caller, job_id)
 
 
 @router.post("/ui/jobs/{job_id}/review-sample", dependencies=[SameOrigin])
 async def draw(job_id: str, request: Request, c: Ctx, caller: UiCaller) -> Response:
     fields = await _fields(request) or {}
-    size, seed = fields.get("size", ""), fields.get("seed", "")
+    form = review_pages.DrawForm(
+        size=fields.get("size", ""),
+        seed=fields.get("seed", ""),
+        # Blind unless the form says otherwise in so many words: a post that leaves the
+        # field out draws blind, as the API does.
+        blind=fields.get("visibility", "blind") != "open",
+        replace=fields.get("replace", "") == "yes",
+    )
 
     def store() -> Response:
+        def refused(error: str, status: int) -> Response:
+            return _queue(c, request, caller, job_id, error=error, status=status, draw=form)
+
         # ASCII digits only: str.isdigit takes "²" and "①", which int() then refuses.
-        if not (_WHOLE.fullmatch(size.strip()) and _WHOLE.fullmatch(seed.strip())):
-            error = "size and seed: enter whole numbers; no sample was drawn."
-            return _queue(c, caller, job_id, error=error, status=422, size=size, seed=seed)
+        if not (_WHOLE.fullmatch(form.size.strip()) and _WHOLE.fullmatch(form.seed.strip())):
+            return refused("size and seed: enter whole numbers; no sample was drawn.", 422)
         try:
-            body = SampleRequest.model_validate({"size": int(size), "seed": int(seed)})
+            body = SampleRequest.model_validate(
+                {
+                    "size": int(form.size),
+                    "seed": int(form.seed),
+                    "blind": form.blind,
+                    "replace": form.replace,
+                }
+            )
         except ValidationError as exc:
-            return _queue(c, caller, job_id, error=_problem(exc), status=422, size=size, seed=seed)
+            return refused(_problem(exc), 422)
         try:
             with c.sessions.begin() as session:
-                create_sample(session, caller, job_id, body)
+                viewer = reviewer_of(session, request, caller, "web")
+                create_sample(
+                    session, caller, job_id, body, viewer, how_to_replace=REPLACE_IN_THE_FORM
+                )
         except HTTPException as exc:
             if exc.status_code == 404:
                 return html(pages.not_found_page(str(exc.detail), caller.name), 404)
-            return _queue(c, caller, job_id, error=str(exc.detail), status=exc.status_code)
+            return refused(str(exc.detail), exc.status_code)
         return redirect(f"/ui/jobs/{quote(job_id, safe='')}/review")
 
     return await run_in_threadpool(store)
 
 
 @router.get("/ui/trials/{trial_id}/review")
-def review_form(trial_id: str, c: Ctx, caller: UiCaller) -> HTMLResponse:
-    return _review(c, caller, trial_id)
+def review_form(trial_id: str, request: Request, c: Ctx, caller: UiCaller) -> HTMLResponse:
+    return _review(c, request, caller, trial_id)
 
 
 @router.post("/ui/trials/{trial_id}/review", dependencies=[SameOrigin])
@@ -190,13 +220,13 @@ async def review(trial_id: str, request: Request, c: Ctx, caller: UiCaller) -> R
 
     def store() -> Response:
         if fields is None:
-            return _review(c, caller, trial_id, error="The form is too large.", status=413)
+            return _review(c, request, caller, trial_id, error="The form is too large.", status=413)
         form = ReviewForm(
             fields.get("verdict", ""), fields.get("note", ""), fields.get("reviewer", "")
         )
         if form.verdict not in ("pass", "fail"):
             error = "Choose pass or fail before saving; nothing was saved."
-            return _review(c, caller, trial_id, form=form, error=error, status=422)
+            return _review(c, request, caller, trial_id, form=form, error=error, status=422)
         try:
             body = ReviewRequest.model_validate(
                 {
@@ -208,23 +238,22 @@ async def review(trial_id: str, request: Request, c: Ctx, caller: UiCaller) -> R
             )
         except ValidationError as exc:
             error = f"{_problem(exc)}; nothing was saved."
-            return _review(c, caller, trial_id, form=form, error=error, status=422)
+            return _review(c, request, caller, trial_id, form=form, error=error, status=422)
         with c.sessions.begin() as session:
             try:
                 trial = get_trial(session, caller, trial_id)
             except HTTPException as exc:
                 return html(pages.not_found_page(str(exc.detail), caller.name), 404)
             job_id = trial.job_id
+            who = reviewer_of(session, request, caller, "web")
             try:
-                post_review(
-                    session, caller, job_id, body, reviewer_of(session, request, caller, "web")
-                )
+                post_review(session, caller, job_id, body, who)
             except JobInputError as exc:
                 failed: str | None = exc.message
             else:
                 failed = None
         if failed is not None:
-            return _review(c, caller, trial_id, form=form, error=failed, status=422)
-        return redirect(_next_url(c, caller, job_id, trial_id))
+            return _review(c, request, caller, trial_id, form=form, error=failed, status=422)
+        return redirect(_next_url(c, who, caller, job_id, trial_id))
 
     return await run_in_threadpool(store)

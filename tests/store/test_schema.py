@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -370,5 +371,70 @@ def test_0017_gives_each_team_that_ran_a_tree_its_upload(database_url: str) -> N
         assert "suite_uploads" not in inspect(engine).get_table_names()
         with engine.connect() as connection:
             assert connection.execute(text("SELECT count(*) FROM suites")).scalar_one() == 2
+    finally:
+        engine.dispose()
+
+
+def test_0022_makes_each_jobs_newest_sample_its_sample_of_record(database_url: str) -> None:
+    """A store at 0021 with a job sampled twice and reviewed in both samples, and a job
+    sampled once: 0022 keeps what agreement counted (every review of a trial of any sample),
+    in one sample of record per job, the newest, holding every sampled trial in plan order;
+    the older sample is retired when the newer was drawn; blindness is unknown (null); and
+    down again drops what it added and keeps the rows."""
+    engine = make_engine(database_url)
+    config = _config()
+    trial = (
+        'INSERT INTO trials (id, job_id, case_id, variant, round, "order", attempt, status, '
+        "outcome) VALUES (:id, 'job-1', :id, 'v', 1, :order, 1, 'finished', 'passed')"
+    )
+    sample = (
+        "INSERT INTO review_samples (id, job_id, size, seed, algorithm, trial_ids, "
+        "created_by, created_at) VALUES (:id, 'job-1', 2, :seed, 1, :trials, 'red', :at)"
+    )
+    review = (
+        "INSERT INTO reviews (job_id, trial_id, verdict, note, team, token_prefix, via, "
+        "reviewer, created_at) VALUES ('job-1', :trial, 'pass', '', 'red', NULL, 'api', "
+        "'ann', '2024-01-05 00:00:00')"
+    )
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0021")
+            _store_a_running_job(connection, planned=4)
+            for order, trial_id in enumerate(("t0", "t1", "t2", "t3")):
+                connection.execute(text(trial), {"id": trial_id, "order": order})
+            for values in (
+                ("s-old", 1, '["t3", "t1"]', "2024-01-02 00:00:00"),
+                ("s-new", 2, '["t2", "t1"]', "2024-01-03 00:00:00"),
+            ):
+                keys = ("id", "seed", "trials", "at")
+                connection.execute(text(sample), dict(zip(keys, values, strict=True)))
+            for trial_id in ("t3", "t1", "t2"):
+                connection.execute(text(review), {"trial": trial_id})
+            command.upgrade(config, "0022")
+        with engine.connect() as connection:
+            samples = connection.execute(
+                text("SELECT id, trial_ids, blind, retired_at FROM review_samples ORDER BY id")
+            ).all()
+            reviews = connection.execute(
+                text("SELECT DISTINCT sample_id, verdict_seen FROM reviews")
+            ).all()
+        by_id = {row[0]: row for row in samples}
+        trials = by_id["s-new"][1]
+        assert (json.loads(trials) if isinstance(trials, str) else trials) == ["t1", "t2", "t3"]
+        assert by_id["s-new"][2:] == (None, None)  # blindness unknown, of record
+        assert str(by_id["s-old"][3]).startswith("2024-01-03 00:00:00")
+        assert [tuple(row) for row in reviews] == [("s-new", None)]
+        # One sample of record per job: a second one not retired is refused.
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(text("UPDATE review_samples SET retired_at = NULL"))
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0021")
+        columns = {c["name"] for c in inspect(engine).get_columns("reviews")}
+        assert not {"sample_id", "verdict_seen"} & columns
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM reviews")).scalar_one() == 3
+            assert connection.execute(text("SELECT count(*) FROM review_samples")).scalar_one() == 2
     finally:
         engine.dispose()

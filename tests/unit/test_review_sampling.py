@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from service.review.sampling import Candidate, allocate, draw
+from service.domain.outcomes import COUNTED_AS_FAILED, NOT_SCORED
+from service.review.sampling import Candidate, allocate, draw, sampled_outcome
 
 
 def _job(cases: int = 30, rounds: int = 3, seed: int = 5) -> list[Candidate]:
@@ -101,4 +102,18 @@ def test_the_arms_of_a_pair_rank_alike() -> None:
 
 def test_an_unscored_trial_cannot_be_drawn() -> None:
     with pytest.raises(ValueError, match="not scored"):
-        draw([Candidate("t1", "v", "c", 1, 0, "error")], 1, seed=0)
+        draw([Candidate("t1", "v", "c", 1, 0, "judge_error")], 1, seed=0)
+
+
+@pytest.mark.parametrize("kind", sorted(COUNTED_AS_FAILED | NOT_SCORED))
+def test_scored_errors_are_one_stratum_and_unscored_ones_are_left_out(kind: str) -> None:
+    outcome = sampled_outcome("error", kind)
+    assert outcome == ("error" if kind in COUNTED_AS_FAILED else None)
+    assert sampled_outcome("passed", None) == "passed" and sampled_outcome(None, None) is None
+    if outcome is not None:
+        # A variant's one scored error gets a place before a second pass or fail does.
+        job = [
+            *(Candidate(f"p{i}", "v", f"c{i}", 1, i, "passed") for i in range(5)),
+            Candidate("e", "v", "c9", 1, 9, outcome),
+        ]
+        assert "e" in [c.trial_id for c in draw(job, 2, seed=1)]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from tests.review_jobs import Box, review_box
+from tests.review_jobs import Box, review_box, submit_review_job
 from tests.web.conftest import require_browser
 from tests.web.test_web_ui import as_cookie, by_css, is_stale, log_in, one, screenshot, wait_for
 
@@ -62,16 +62,20 @@ def test_review_through_the_browser_is_stored_and_reported(box: Box, browser: We
         t["trial_id"] for t in sample["trials"]
     ]
     assert all("not reviewed" in r.text for r in rows)
+    # Blind by default: no verdict in the queue, and no agreement either.
+    assert sample["blind"] is True
+    assert all(one(r, "td.judged").text == "after your review" for r in rows)
+    assert by_css(browser, "section.agreement") == [] and one(browser, ".agreement-elsewhere")
     screenshot(browser, "/tmp/examhall-web-review-queue.png")
 
-    # The first sampled trial's review page: its judges, artifacts and transcript.
+    # The first sampled trial's review page: its artifacts and transcript, not its judges.
     first = sample["trials"][0]
     one(rows[0], "a.review-trial").click()
     wait_for(lambda: browser.current_url.endswith(f"/ui/trials/{first['trial_id']}/review"))
     trial = _api(box, f"/v1/trials/{first['trial_id']}")
     events = _api(box, f"/v1/trials/{first['trial_id']}/events")
-    judges = one(browser, "table.judges").text
-    assert all(j["name"] in judges and j["detail"] in judges for j in trial["judges"])
+    assert by_css(browser, "table.judges") == [] and by_css(browser, "a.trial-id") == []
+    assert one(browser, "p.notice.blind")
     assert one(browser, 'a.artifact[download="session.jsonl"]')
     assert len(by_css(browser, "ol.transcript > li")) == len(events)
 
@@ -94,14 +98,23 @@ def test_review_through_the_browser_is_stored_and_reported(box: Box, browser: We
     assert (stored["team"], stored["via"]) == ("red", "web")
     assert stored["token_prefix"] == box.red[:12]
 
+    # Reviewed, its verdict and judges are shown to this reviewer.
+    browser.get(f"{box.server.url}/ui/trials/{first['trial_id']}/review")
+    judges = one(browser, "table.judges").text
+    assert all(j["name"] in judges and j["detail"] in judges for j in trial["judges"] or [])
+    assert one(browser, "a.trial-id") and by_css(browser, "p.notice.blind") == []
+
     # The rest of the queue: people agree with each trial's verdict.
+    outcomes = {t["id"]: t["outcome"] for t in _api(box, f"/v1/jobs/{box.job}/trials")}
     for entry in sample["trials"][1:]:
         browser.get(f"{box.server.url}/ui/trials/{entry['trial_id']}/review")
-        verdict = "pass" if entry["outcome"] == "passed" else "fail"
+        verdict = "pass" if outcomes[entry["trial_id"]] == "passed" else "fail"
         one(browser, f'input[name=verdict][value="{verdict}"]').click()
         _submit(browser, "form.review button")
     assert browser.current_url.endswith(f"{job_page}/review")  # nothing left: the queue
-    assert all("not reviewed" not in r.text for r in by_css(browser, "table.queue tbody tr"))
+    done = by_css(browser, "table.queue tbody tr")
+    assert all("not reviewed" not in r.text for r in done)
+    assert all(one(r, "td.judged").text != "after your review" for r in done)
 
     # A revision: the first trial again, now a pass; its history keeps both.
     browser.get(f"{box.server.url}/ui/trials/{first['trial_id']}/review")
@@ -120,6 +133,8 @@ def test_review_through_the_browser_is_stored_and_reported(box: Box, browser: We
         text = red.get(f"/v1/jobs/{box.job}/report", params={"format": "text"}).text
     assert f"Human review: {agreement['reviewed']} of {agreement['sampled']}" in text
     browser.get(f"{box.server.url}{job_page}")
+    line = one(browser, "section.agreement p.sample-of-record")
+    assert line.get_attribute("data-blind") == "true" and agreement["counted"] == line.text
     shown = by_css(browser, "section.agreement table.agreement tbody tr")
     assert [(r.get_attribute("data-judge"), r.get_attribute("data-variant")) for r in shown] == [
         (row["judge"] or "", row["variant"]) for row in agreement["rows"]
@@ -135,7 +150,8 @@ def test_review_through_the_browser_is_stored_and_reported(box: Box, browser: We
 
 def test_review_forms_refuse_other_sites_other_teams_and_bad_input(box: Box) -> None:
     with box.server.as_team(box.red) as red:
-        sample = red.post(f"/v1/jobs/{box.job}/review-sample", json={"size": 4, "seed": 2}).json()
+        body = {"size": 4, "seed": 2, "replace": True}
+        sample = red.post(f"/v1/jobs/{box.job}/review-sample", json=body).json()
     trial_id = sample["trials"][0]["trial_id"]
     before = _api(box, f"/v1/jobs/{box.job}/reviews", history=True)
     form = {"verdict": "pass", "note": "n"}
@@ -171,3 +187,94 @@ def test_the_review_pages_need_a_signed_in_browser(box: Box) -> None:
         response = anonymous.get(f"/ui/jobs/{box.job}/review")
     assert response.status_code == 303
     assert response.headers["location"] == f"/ui/login?next=/ui/jobs/{box.job}/review"
+
+
+# What only the judges' verdicts put on a page of the fake backend's trials
+# (tests/review_jobs.py): their details and names, the outcome badges, the error's kind.
+VERDICT_MARKS = (
+    "x.txt is 'ok'",
+    "no x.txt",
+    "an answer was given",
+    "answer_given",
+    'class="badge passed"',
+    'class="badge failed"',
+    'class="badge error"',
+    "agent_error",
+)
+
+
+def _marks(page: str) -> list[str]:
+    return [mark for mark in VERDICT_MARKS if mark in page]
+
+
+def test_blind_pages_show_no_verdict_nor_a_link_to_one_until_the_review_is_saved(
+    box: Box,
+) -> None:
+    job = submit_review_job(box.server, box.red)
+    trials = {t["id"]: t for t in _api(box, f"/v1/jobs/{job}/trials")}
+    with as_cookie(box.server, box.red) as red:
+        drawn = red.post(f"/ui/jobs/{job}/review-sample", data={"size": "40", "seed": "1"})
+        assert drawn.status_code == 303, drawn.text
+        sample = red.get(f"/v1/jobs/{job}/review-sample").json()
+        ids = [t["trial_id"] for t in sample["trials"]]
+        # Every trial but the unscored sandbox_error; the agent_error among them.
+        assert sample["blind"] is True and len(ids) == len(trials) - 1
+        assert "agent_error" in {trials[t]["error_kind"] for t in ids}
+        assert all(t["outcome"] is None for t in sample["trials"])
+        queue = red.get(f"/ui/jobs/{job}/review").text
+        assert _marks(queue) == [] and f'href="/ui/jobs/{job}"' not in queue
+        assert "agreement-elsewhere" in queue
+        pages = {trial_id: red.get(f"/ui/trials/{trial_id}/review").text for trial_id in ids}
+        for trial_id, page in pages.items():
+            assert _marks(page) == [], (trial_id, _marks(page))
+            assert f'href="/ui/trials/{trial_id}"' not in page
+            assert f'href="/ui/jobs/{job}"' not in page and "session.jsonl" in page
+        reviewed = next(t for t in ids if trials[t]["outcome"] == "failed")
+        saved = red.post(f"/ui/trials/{reviewed}/review", data={"verdict": "pass"})
+        assert saved.status_code == 303, saved.text
+        after = red.get(f"/ui/trials/{reviewed}/review").text
+        queue = red.get(f"/ui/jobs/{job}/review").text
+        rows = {
+            trial_id: queue.split(f'data-trial="{trial_id}"', 1)[1].split("</tr>", 1)[0]
+            for trial_id in ids
+        }
+    # Saved, the reviewer sees the trial's verdict, judges and page; the others stay hidden.
+    assert {"no x.txt", "answer_given", 'class="badge failed"'} <= set(_marks(after))
+    assert f'href="/ui/trials/{reviewed}"' in after
+    assert 'class="badge failed"' in rows[reviewed]
+    assert all(_marks(row) == [] for trial_id, row in rows.items() if trial_id != reviewed)
+
+
+def test_a_redraw_in_the_form_needs_its_box_and_an_open_sample_shows_verdicts(box: Box) -> None:
+    job = submit_review_job(box.server, box.red)
+    with as_cookie(box.server, box.red) as red:
+        first = red.post(f"/ui/jobs/{job}/review-sample", data={"size": "4", "seed": "1"})
+        assert first.status_code == 303, first.text
+        sample = red.get(f"/v1/jobs/{job}/review-sample").json()
+        trial_id = sample["trials"][0]["trial_id"]
+        assert red.post(f"/ui/trials/{trial_id}/review", data={"verdict": "pass"}).is_redirect
+        sample = red.get(f"/v1/jobs/{job}/review-sample").json()
+        again = {"size": "40", "seed": "2", "visibility": "open"}
+        refused = red.post(f"/ui/jobs/{job}/review-sample", data=again)
+        assert refused.status_code == 409 and "tick the box" in refused.text
+        assert sample["id"] in refused.text and 'value="open" checked' in refused.text
+        assert red.get(f"/v1/jobs/{job}/review-sample").json() == sample
+        replaced = red.post(f"/ui/jobs/{job}/review-sample", data={**again, "replace": "yes"})
+        assert replaced.status_code == 303, replaced.text
+        new = red.get(f"/v1/jobs/{job}/review-sample").json()
+        queue = red.get(f"/ui/jobs/{job}/review").text
+        errored = next(t for t in new["trials"] if t["outcome"] == "error")
+        page = red.get(f"/ui/trials/{errored['trial_id']}/review").text
+        assert red.post(
+            f"/ui/trials/{errored['trial_id']}/review", data={"verdict": "fail"}
+        ).is_redirect
+        job_page = red.get(f"/ui/jobs/{job}").text
+    assert new["id"] != sample["id"] and new["blind"] is False
+    assert all(t["verdict_shown"] for t in new["trials"])
+    assert 'class="badge passed"' in queue and 'class="badge failed"' in queue
+    # The scored error is in the sample, shown for what it is, and reviewable.
+    assert errored["error_kind"] == "agent_error" and "agent_error" in page
+    assert 'name="verdict"' in page
+    line = job_page.split('class="sample-of-record"', 1)[1].split("</p>", 1)[0]
+    assert 'data-blind="false"' in line and 'data-retired-reviews="1"' in line
+    assert "1 review(s) made in 1 retired sample(s) are kept but not counted" in line
