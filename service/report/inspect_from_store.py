@@ -1,5 +1,5 @@
 """A stored job's Inspect eval log (`service.report.inspect_log`): its trials and their
-transcripts read from the store, one planned trial at a time."""
+transcripts read from the store, a batch of trials at a time."""
 
 from __future__ import annotations
 
@@ -13,32 +13,31 @@ from service.domain.job_spec import JobSpec
 from service.domain.status import TrialStatus
 from service.report.inspect_log import eval_log, sample
 from service.store import trials
-from service.store.models import Event, Job, Trial
+from service.store.models import Job, Trial
 
-# Events read at once: a trial holds at most its worker's cap (sandbox/protocol.py, Limits).
-_EVENTS_PAGE = 5000
-
-
-def transcript(session: Session, trial_id: str) -> list[Event]:
-    """Every event of the trial, in order."""
-    found: list[Event] = []
-    while True:
-        page = trials.events_after(session, trial_id, found[-1].seq if found else 0, _EVENTS_PAGE)
-        found.extend(page)
-        if len(page) < _EVENTS_PAGE:
-            return found
+# Trials whose transcripts are read in one statement: well below SQLite's 32,766 parameters,
+# and a bounded share of a large job's events in memory at once.
+_TRIALS_AT_ONCE = 500
 
 
-def finished_samples(session: Session, job: Job, spec: JobSpec) -> Iterator[dict[str, Any]]:
-    """A sample per planned trial whose latest attempt has finished; its earlier attempts
-    are its retries. A trial still queued or running is left out."""
-    attempts: Sequence[Trial] = trials.job_trials(session, job.id)
+def attempts_by_trial(attempts: Sequence[Trial]) -> Iterator[tuple[Trial, list[Trial]]]:
+    """Each planned trial's latest attempt, when it has finished, with the attempts before
+    it; a trial still queued or running is left out."""
     ordered = sorted(attempts, key=lambda t: (t.variant, t.order, t.attempt))
     for _, group in groupby(ordered, key=lambda t: (t.variant, t.order)):
         *earlier, latest = list(group)
-        if latest.status != TrialStatus.FINISHED:
-            continue
-        yield sample(latest, transcript(session, latest.id), spec, retried=earlier)
+        if latest.status == TrialStatus.FINISHED:
+            yield latest, earlier
+
+
+def finished_samples(session: Session, job: Job, spec: JobSpec) -> Iterator[dict[str, Any]]:
+    """A sample per planned trial whose latest attempt has finished."""
+    found = list(attempts_by_trial(trials.job_trials(session, job.id)))
+    for start in range(0, len(found), _TRIALS_AT_ONCE):
+        batch = found[start : start + _TRIALS_AT_ONCE]
+        events = trials.transcripts(session, [latest.id for latest, _ in batch])
+        for latest, earlier in batch:
+            yield sample(latest, events[latest.id], spec, retried=earlier)
 
 
 def job_inspect_log(session: Session, job: Job) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from typing import Any
 from service.domain.job_spec import JobSpec, VariantSpec
 from service.domain.outcomes import verdict
 from service.domain.status import JobStatus, Outcome
-from service.store.models import Event, Job, Trial
+from service.store.models import Job, Trial
+from service.store.trials import LoggedEvent
 
 LOG_VERSION = 2
 # The sample's overall score: C or I as the report counts the trial (a scored trial only).
@@ -94,7 +95,7 @@ def model_usage(usage: dict[str, Any] | None) -> dict[str, Any] | None:
     )
 
 
-def messages_of(trial: Trial, events: Sequence[Event]) -> list[dict[str, Any]]:
+def messages_of(trial: Trial, events: Sequence[LoggedEvent]) -> list[dict[str, Any]]:
     """The transcript's messages as Inspect's chat messages: the user's and the model's
     (with its tool calls), and each tool's result (or error)."""
     messages: list[dict[str, Any]] = []
@@ -156,7 +157,7 @@ def _stop_metadata(payload: dict[str, Any]) -> dict[str, Any] | None:
     return kept or None
 
 
-def events_of(trial: Trial, events: Sequence[Event]) -> list[dict[str, Any]]:
+def events_of(trial: Trial, events: Sequence[LoggedEvent]) -> list[dict[str, Any]]:
     """The transcript's worker steps as Inspect's info events and its tool calls as tool
     events (with their results). The store keeps no time per event: each is stamped with
     the trial's start."""
@@ -254,7 +255,7 @@ def _error(trial: Trial) -> dict[str, Any] | None:
 
 def sample(
     trial: Trial,
-    events: Sequence[Event],
+    events: Sequence[LoggedEvent],
     spec: JobSpec,
     retried: Sequence[Trial] = (),
 ) -> dict[str, Any]:
