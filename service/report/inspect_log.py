@@ -21,7 +21,7 @@ from service.store.trials import LoggedEvent
 LOG_VERSION = 2
 # The sample's overall score: C or I as the report counts the trial (a scored trial only).
 OUTCOME_SCORER = "outcome"
-# Inspect's names for the model of model-graded scoring.
+# The role Inspect names the model of model-graded scoring by.
 GRADER_ROLE = "grader"
 _STOP_REASONS = {"stop": "stop", "tool_use": "tool_calls", "length": "max_tokens"}
 # Parts of the stored spec that are not the task's arguments: the plan (variants, arms), and
@@ -68,10 +68,7 @@ def add_usage(totals: dict[str, dict[str, Any]], key: str, usage: dict[str, Any]
         return
     kept = totals.setdefault(key, {})
     for name, value in usage.items():
-        if value is not None:
-            kept[name] = (kept.get(name) or 0) + value
-        else:
-            kept.setdefault(name, None)
+        kept[name] = kept.get(name, 0) + value
 
 
 def model_usage(usage: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -247,7 +244,7 @@ def _error(trial: Trial) -> dict[str, Any] | None:
     if trial.outcome != Outcome.ERROR:
         return None
     return {
-        "message": f"{trial.error_kind}: {trial.error_message or ''}".rstrip(": "),
+        "message": ": ".join(part for part in (trial.error_kind, trial.error_message) if part),
         "traceback": f"failed step: {trial.failed_step}" if trial.failed_step else "",
         "traceback_ansi": "",
     }
@@ -292,11 +289,7 @@ def sample(
             "working_time": (trial.timings or {}).get("run_agent"),
             "uuid": trial.id,
             "error": _error(trial),
-            "error_retries": [
-                {**(_error(t) or {"message": "", "traceback": "", "traceback_ansi": ""})}
-                for t in retried
-            ]
-            or None,
+            "error_retries": [error for t in retried if (error := _error(t))] or None,
             "limit": (
                 {"type": "time", "limit": limits.timeout_s, "reason": trial.error_message}
                 if trial.error_kind == "timeout"
