@@ -168,6 +168,15 @@ def test_a_job_exported_as_an_inspect_log_reads_back_in_inspect(
     assert log.stats.model_usage["fakeai/gpt-test"].output_tokens == 60
     assert log.stats.completed_at != ""
 
+    # -o naming a file writes that file; a job the server does not have is a clear error.
+    named = tmp_path / "mine.json"
+    again = export_cli(server, job_id, named)
+    assert again.returncode == 0 and again.stdout.strip() == str(named), again.stderr
+    assert read_eval_log(str(named)).eval.eval_id == job_id
+    missing = export_cli(server, "job-0000000000000000", named)
+    assert missing.returncode == 2
+    assert "HTTP 404: No job job-0000000000000000." in missing.stderr
+
     # The route: the team's own job only, and a format it knows.
     with server.as_team(server.team_token("outsiders")) as other:
         assert (
