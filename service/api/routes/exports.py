@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from service.api.access import NOT_FOUND, get_job
@@ -50,7 +50,14 @@ INSPECT_LOG: dict[str, Any] = {
     "A job still building, queued or running gives the trials finished so far, in a log "
     'of status "started".',
 )
-def export(job_id: str, c: Ctx, caller: Caller, format: Literal["inspect"]) -> JSONResponse:
+def export(
+    job_id: str,
+    c: Ctx,
+    caller: Caller,
+    format: Annotated[
+        Literal["inspect"], Query(description="inspect: Inspect's eval log, its .json format")
+    ],
+) -> JSONResponse:
     with c.sessions() as session:
         job = get_job(session, caller, job_id)
         log = job_inspect_log(session, job)
