@@ -19,7 +19,7 @@ from service.api.auth import UNAUTHORIZED, principal
 from service.api.body_limit import BodyCap, BodyLimit
 from service.api.context import Context
 from service.api.json_body import JsonDepthLimit
-from service.api.routes import health, jobs, reports, reviews, suites, trials
+from service.api.routes import exports, health, jobs, reports, reviews, suites, trials
 from service.backends.base import SandboxBackend
 from service.backends.registry import create_backend
 from service.providers import ProviderRegistry
@@ -108,7 +108,7 @@ def create_app(
     # Authentication runs before the body is read, so a caller without a token learns
     # nothing about the API beyond the 401.
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(principal)], responses=UNAUTHORIZED)
-    for resource in (jobs, trials, reports, suites, reviews):
+    for resource in (jobs, trials, reports, exports, suites, reviews):
         v1.include_router(resource.router)
     app.include_router(v1)
     allow.install(app)

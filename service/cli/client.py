@@ -176,6 +176,16 @@ class Client:
             _check(response)
         return response.text
 
+    def export(self, job_id: str, format: str) -> tuple[bytes, str | None]:
+        """The job's results in `format` (inspect: Inspect's eval log, JSON), and the file
+        name the server suggests for them."""
+        response = self.http.get(f"/v1/jobs/{job_id}/export", params={"format": format})
+        if response.status_code >= 400:
+            _check(response)
+        disposition = response.headers.get("content-disposition", "")
+        name = re.search(r'filename="([^"]+)"', disposition)
+        return response.content, name.group(1) if name else None
+
     def stream(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """The job's server-sent events until its `end` event."""
         # No read timeout: a long trial can keep the stream quiet between keepalives.

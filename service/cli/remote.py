@@ -1,4 +1,4 @@
-"""Commands that talk to a running control plane over HTTP: submit, cancel, report."""
+"""Commands that talk to a running control plane over HTTP: submit, cancel, report, export."""
 
 from __future__ import annotations
 
@@ -149,6 +149,38 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 1 if withheld else 0
 
 
+def export_path(output: str, suggested: str | None, job_id: str) -> Path:
+    """Where `--output` puts the export: the file it names, or, for a directory, the
+    server's name for it there (Inspect's naming, which `inspect view` lists)."""
+    path = Path(output)
+    if path.is_dir():
+        return path / (Path(suggested).name if suggested else f"{job_id}.json")
+    return path
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    client = Client(args.server, args.token)
+    try:
+        content, suggested = client.export(args.job, args.format)
+    except (ApiError, httpx.TransportError) as exc:
+        print(f"examhall: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        client.close()
+    path = export_path(args.output, suggested, args.job)
+    try:
+        path.write_bytes(content)
+    except OSError as exc:
+        print(
+            f"examhall: cannot write {path}: {exc.strerror}; name a writable file or directory "
+            "with -o.",
+            file=sys.stderr,
+        )
+        return 2
+    print(path)
+    return 0
+
+
 def _connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server", default=default_server(), help="control plane URL ($EXAMHALL_SERVER)"
@@ -193,5 +225,19 @@ def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     report.add_argument("--json", action="store_true")
     _connection(report)
     report.set_defaults(func=cmd_report)
+
+    export = sub.add_parser(
+        "export", help="write a job's results in another tool's format (Inspect's eval log)"
+    )
+    export.add_argument("job")
+    export.add_argument("--format", choices=("inspect",), default="inspect")
+    export.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="the file to write, or a directory to write it in under Inspect's name for it",
+    )
+    _connection(export)
+    export.set_defaults(func=cmd_export)
 
     check_tasks.add_command(sub, _connection)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from sqlalchemy import Row, select, text
 from sqlalchemy.orm import Session
@@ -82,6 +83,28 @@ def events_after(session: Session, trial_id: str, after: int, limit: int) -> Seq
         .order_by(Event.seq)
         .limit(limit)
     ).all()
+
+
+class LoggedEvent(NamedTuple):
+    """One event of a transcript as stored, without the ORM's row object."""
+
+    seq: int
+    type: str
+    payload: dict[str, Any]
+
+
+def transcripts(session: Session, trial_ids: Sequence[str]) -> dict[str, list[LoggedEvent]]:
+    """Every event of these trials, in order, by trial: one statement for them all (an
+    export reads a job's whole transcripts; one statement a trial took most of its time)."""
+    found: dict[str, list[LoggedEvent]] = {trial_id: [] for trial_id in trial_ids}
+    rows = session.execute(
+        select(Event.trial_id, Event.seq, Event.type, Event.payload)
+        .where(Event.trial_id.in_(list(trial_ids)))
+        .order_by(Event.trial_id, Event.seq)
+    )
+    for trial_id, seq, kind, payload in rows:
+        found[trial_id].append(LoggedEvent(seq, kind, payload))
+    return found
 
 
 def artifact_names(session: Session, trial_id: str) -> Sequence[str]:
