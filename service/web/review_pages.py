@@ -11,7 +11,7 @@ from service.api.review_schemas import MAX_NOTE, MAX_REVIEWER, MAX_SAMPLE, Revie
 from service.api.schemas import EventView, JobView, TrialView
 from service.report.model import Report
 from service.web import transcript
-from service.web.pages import artifact_url
+from service.web.pages import ArtifactFacts, artifact_links
 from service.web.templating import render
 
 # A first sample reviews this many trials unless the team asks for another size.
@@ -62,6 +62,7 @@ def review_page(
     *,
     in_sample: bool,
     shown_limit: int,
+    artifacts: ArtifactFacts | None = None,
     form: ReviewForm | None = None,
     error: str | None = None,
 ) -> str:
@@ -73,7 +74,7 @@ def review_page(
         trial=trial,
         job=job,
         state=trial.outcome or trial.status,
-        artifacts=[(name, artifact_url(trial.id, name)) for name in trial.artifacts],
+        artifacts=artifact_links(trial, artifacts or {}),
         items=transcript.items(events),
         events_shown=len(events),
         shown_limit=shown_limit,

@@ -39,6 +39,7 @@ from service.store.reports import trial_events
 from service.store.reviews import sampled_trial_ids
 from service.teams import Principal
 from service.web import pages, review_pages
+from service.web.artifact_text import artifact_facts
 from service.web.review_pages import ReviewForm
 from service.web.routes import EVENTS_SHOWN, SameOrigin, UiCaller, html, redirect
 
@@ -122,6 +123,7 @@ def _review(
             caller.name,
             in_sample=trial.id in sampled_trial_ids(session, job.id),
             shown_limit=EVENTS_SHOWN,
+            artifacts=artifact_facts(session, trial.id),
             form=form,
             error=error,
         )
