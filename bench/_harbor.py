@@ -1,8 +1,9 @@
 """The Harbor side of bench/throughput.py: its images, one job, and the cleanup after it.
 
 Harbor (PyPI `harbor`) needs Python >= 3.12; this machine has bookworm's 3.11. So Harbor runs
-in a container (bench/harbor/runner.Dockerfile) of a Debian trixie system bootstrapped the
-way the sandbox's base is, with the host's Docker socket mounted: its trial containers are
+in a container (bench/harbor/runner.Dockerfile) built on service/images/compose_v2.py's image
+(Debian trixie, bootstrapped the way the sandbox's base is, with Debian's docker CLI and
+Compose v2), with the host's Docker socket mounted: its trial containers are
 the host engine's, as Inspect's and the exam hall's are. The work directory and
 bench/harbor are mounted at their own paths, because the paths Harbor hands to the engine
 (the trials' log directories it bind-mounts, the Compose files) must mean the same there.
@@ -33,7 +34,6 @@ HARBOR_DIR = BENCH_DIR / "harbor"
 TASKS_DIR = HARBOR_DIR / "tasks"
 TASK_IMAGE = "examhall-bench/harbor-task:latest"
 RUNNER_REPO = "examhall-bench/harbor-runner"
-RUNNER_SUITE = "trixie"  # the first Debian release whose python3 Harbor accepts (3.13)
 DOCKER_SOCKET = Path("/var/run/docker.sock")
 # On the runner containers, so that a leftover one is known for this benchmark's.
 RUNNER_LABEL = "examhall-bench=harbor"
@@ -68,11 +68,7 @@ def runner_image(progress: Progress = _stderr) -> str:
     of the package index, so pip runs offline in the build, from its own wheel."""
     import docker
 
-    from service.images.debian_base import (
-        DEBIAN_BASE_REPO,
-        bootstrap_debian_base,
-        pull_if_missing,
-    )
+    from service.images.compose_v2 import compose_v2_image
     from service.images.sandbox_image import (
         HASH_LABEL,
         BuildContext,
@@ -84,9 +80,7 @@ def runner_image(progress: Progress = _stderr) -> str:
 
     client = docker.from_env()
     try:
-        base = f"{DEBIAN_BASE_REPO}:{RUNNER_SUITE}"
-        if pull_if_missing(client, base, progress) is not None:
-            bootstrap_debian_base(client, RUNNER_SUITE, progress=progress)
+        base = compose_v2_image(client, progress)
         dockerfile = (HARBOR_DIR / "runner.Dockerfile").read_bytes()
         digest = fields_digest(
             [

@@ -29,7 +29,7 @@ from service.scheduler.prepare import make_preparer
 from service.settings import Settings, front_settings, get_settings
 from service.settings import token as checked_token
 from service.store.db import make_engine, migrate, session_factory
-from service.web import api_docs, review_routes
+from service.web import api_docs, artifact_routes, review_routes
 from service.web import routes as web_routes
 
 ADMIN_TOKEN_ENV = "EXAMHALL_ADMIN_TOKEN"
@@ -117,6 +117,7 @@ def create_app(
         app.add_exception_handler(exc_class, handler)
     app.include_router(web_routes.router)
     app.include_router(review_routes.router)
+    app.include_router(artifact_routes.router)
     app.include_router(api_docs.router)
     # An archive upload has a cap of its own; every other body has the general one.
     archive_cap = BodyCap(

@@ -1,15 +1,14 @@
 # The Harbor side of bench/throughput.py. Harbor (PyPI `harbor`) needs Python >= 3.12 and this
-# machine's is bookworm's 3.11, so Harbor runs in a container of Debian trixie (python3.13),
-# bootstrapped like the sandbox's base (nothing can be pulled here). It drives the host's
-# engine through the mounted socket with Debian's docker CLI and Compose v2. Its wheels are
-# downloaded on the host by bench/harbor/runner.py: containers do not trust the proxy in
-# front of the package index, so pip runs offline here, from its own wheel.
-ARG BASE=examhall/debian-base:trixie
+# machine's is bookworm's 3.11, so Harbor runs in a container of Debian trixie (python3.13):
+# service/images/compose_v2.py's image, which holds Debian's docker CLI and Compose v2, with
+# which Harbor drives the host's engine through the mounted socket. Its wheels are
+# downloaded on the host by bench/_harbor.py: containers do not trust the proxy in front of
+# the package index, so pip runs offline here, from its own wheel.
+ARG BASE=examhall/compose-v2
 FROM ${BASE}
 
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      docker-cli docker-compose python3-venv \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv \
  && rm -rf /var/lib/apt/lists/*
 
 COPY wheels /tmp/wheels

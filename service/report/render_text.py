@@ -5,6 +5,7 @@ its docs-lift report."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from service.report.model import (
     TELEMETRY,
@@ -25,6 +26,19 @@ _LABELS = {
 }
 
 
+def uncertainty_note(metric: MetricView) -> str:
+    """What follows a rate's interval, the same on the page and in the text: its clustered
+    standard error only beside a bootstrap interval, which it agrees with. Where every case
+    scored the same the SE is 0 by construction while Wilson's interval stays wide
+    (service/report/estimates.py), so the reason is shown instead of an "SE 0.0 pp" that
+    would read as contradicting "[64.6-100.0]"."""
+    if metric.reason:
+        return f"({metric.reason})"
+    if metric.stderr_clustered is not None:
+        return f"SE {100 * metric.stderr_clustered:.1f} pp"
+    return ""
+
+
 def _metric_text(metric: MetricView) -> str:
     if metric.value is None:
         return f"n/a ({metric.reason})"
@@ -32,11 +46,15 @@ def _metric_text(metric: MetricView) -> str:
     if metric.ci95 is not None:
         low, high = metric.ci95
         text += f"  [95% CI {100 * low:.1f}-{100 * high:.1f}]"
-    if metric.stderr_clustered is not None:
-        text += f"  SE {100 * metric.stderr_clustered:.1f} pp"
-    elif metric.reason:
-        text += f"  ({metric.reason})"
+    if note := uncertainty_note(metric):
+        text += f"  {note}"
     return text
+
+
+def _width(names: Iterable[str], heading: str, least: int) -> int:
+    """A name column as wide as its longest name, so a long task id never pushes its row's
+    numbers out of line with the others'."""
+    return max([least, len(heading), *(len(name) for name in names)])
 
 
 def _variant_lines(variant: VariantReport, k: int, unpaired: bool) -> list[str]:
@@ -59,19 +77,22 @@ def _variant_lines(variant: VariantReport, k: int, unpaired: bool) -> list[str]:
     if out.limits_hit:
         hits = ", ".join(f"{limit} {n}" for limit, n in out.limits_hit.items())
         lines.append(f"  limits hit {hits}")
-    lines += ["", f"  {'case':<28} {'n':>3} {'pass':>4}  pass@1" + (f"  pass^{k}" if k > 1 else "")]
+    case_w = _width((row["case"] for row in variant.cases), "case", 28)
+    heading = f"  {'case':<{case_w}} {'n':>3} {'pass':>4}  pass@1"
+    lines += ["", heading + (f"  pass^{k}" if k > 1 else "")]
     for row in variant.cases:
-        one = "  n/a" if row["pass_at_1"] is None else f"{100 * row['pass_at_1']:5.0f}%"
-        line = f"  {row['case']:<28} {row['n']:>3} {row['passes']:>4}  {one}"
+        one = f"{'n/a':>6}" if row["pass_at_1"] is None else f"{100 * row['pass_at_1']:5.0f}%"
+        line = f"  {row['case']:<{case_w}} {row['n']:>3} {row['passes']:>4}  {one}"
         if k > 1:
-            hat = "  n/a" if row["pass_hat_k"] is None else f"{100 * row['pass_hat_k']:5.0f}%"
+            hat = f"{'n/a':>6}" if row["pass_hat_k"] is None else f"{100 * row['pass_hat_k']:5.0f}%"
             line += f"  {hat}"
         lines.append(line)
     if variant.judges:
-        lines += ["", f"  {'judge':<40} {'scored':>6} {'pass':>5}  pass rate"]
+        judge_w = _width((judge.name for judge in variant.judges), "judge", 40)
+        lines += ["", f"  {'judge':<{judge_w}} {'scored':>6} {'pass':>5}  pass rate"]
         for judge in variant.judges:
-            rate = "  n/a" if judge.pass_rate is None else f"{100 * judge.pass_rate:5.0f}%"
-            lines.append(f"  {judge.name:<40} {judge.scored:>6} {judge.passed:>5}  {rate}")
+            rate = f"{'n/a':>6}" if judge.pass_rate is None else f"{100 * judge.pass_rate:5.0f}%"
+            lines.append(f"  {judge.name:<{judge_w}} {judge.scored:>6} {judge.passed:>5}  {rate}")
     return [*lines, ""]
 
 

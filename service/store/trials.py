@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import Row, select, text
+from sqlalchemy import LargeBinary, Row, func, select, text
 from sqlalchemy.orm import Session
 
 from service.domain.status import TrialStatus
@@ -111,6 +111,18 @@ def artifact_names(session: Session, trial_id: str) -> Sequence[str]:
     return session.scalars(
         select(Artifact.name).where(Artifact.trial_id == trial_id).order_by(Artifact.name)
     ).all()
+
+
+def artifact_heads(
+    session: Session, trial_id: str, head_bytes: int
+) -> list[tuple[str, int, bytes]]:
+    """Each of the trial's artifacts as (name, size, its first `head_bytes` bytes), without
+    reading the rest: enough for its page to tell text from binary."""
+    head = func.substr(Artifact.content, 1, head_bytes, type_=LargeBinary)
+    rows = session.execute(
+        select(Artifact.name, Artifact.size, head).where(Artifact.trial_id == trial_id)
+    )
+    return [(name, size, bytes(start or b"")) for name, size, start in rows]
 
 
 def find_artifact(session: Session, trial_id: str, name: str) -> Artifact | None:

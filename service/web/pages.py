@@ -3,7 +3,7 @@ gathers what its template (service/web/templates/) shows, and the template write
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -18,6 +18,7 @@ from service.web import transcript
 from service.web.charts import chart
 from service.web.formats import number
 from service.web.grid import GridTrial, grid
+from service.web.judge_matrix import judge_matrix
 from service.web.templating import render
 
 # While work is outstanding the page reloads itself this often (seconds).
@@ -111,6 +112,7 @@ def job_page(job: JobView, report: Report, trials: Sequence[GridTrial], who: str
         listed=LISTED,
         chart=chart(report.variants, report.k),
         grid=grid(grid_cases(spec), variant_order(spec), report.k, trials),
+        judges=judge_matrix(report.variants),
         telemetry=TELEMETRY,
         who=who,
         refresh_s=REFRESH_S if busy else None,
@@ -135,14 +137,61 @@ def artifact_url(trial_id: str, name: str) -> str:
     return f"/v1/trials/{quote(trial_id, safe='')}/artifacts/{quote(name, safe='')}"
 
 
+def artifact_view_url(trial_id: str, name: str) -> str:
+    return f"/ui/trials/{quote(trial_id, safe='')}/artifacts/{quote(name, safe='')}"
+
+
+# An artifact's size and why it is download-only (None: it is readable in the browser too),
+# by name: what service/web/artifact_text.py's artifact_facts reads from the store.
+ArtifactFacts = Mapping[str, tuple[int, str | None]]
+
+
+@dataclass(frozen=True)
+class ArtifactLink:
+    """An artifact as `templates/_artifacts.html` lists it."""
+
+    name: str
+    download: str
+    view: str | None  # None: offered for download only
+    size: int | None
+    note: str | None  # why it is download-only
+
+
+def artifact_links(trial: TrialView, facts: ArtifactFacts) -> list[ArtifactLink]:
+    links = []
+    for name in trial.artifacts:
+        size, note = facts.get(name, (None, None))
+        view = artifact_view_url(trial.id, name) if size is not None and note is None else None
+        links.append(ArtifactLink(name, artifact_url(trial.id, name), view, size, note))
+    return links
+
+
+@dataclass(frozen=True)
+class EnvironmentImage:
+    """The image a trial ran in, as its page shows it."""
+
+    image: str
+    digest: str | None
+    source: str  # what the image is: the task's environment, or the job's sandbox image
+
+
+def environment_image(trial: TrialView, job_image: str, job_digest: str | None) -> EnvironmentImage:
+    if trial.image:
+        return EnvironmentImage(trial.image, trial.image_digest, "the task's environment")
+    return EnvironmentImage(job_image, job_digest, "the job's sandbox image")
+
+
 def trial_page(
     trial: TrialView,
     job: JobView,
     events: Sequence[EventView],
     who: str,
     *,
+    image: EnvironmentImage,
+    artifacts: ArtifactFacts | None = None,
     shown_limit: int | None = None,
 ) -> str:
+    """The trial's page; without `artifacts` its artifacts are offered for download only."""
     finished = trial.status == TrialStatus.FINISHED
     busy = trial.status in (TrialStatus.QUEUED, TrialStatus.RUNNING)
     return render(
@@ -152,7 +201,8 @@ def trial_page(
         state=trial.outcome if finished and trial.outcome else trial.status,
         usage=_numbers(trial.usage),
         timings=_numbers(trial.timings),
-        artifacts=[(name, artifact_url(trial.id, name)) for name in trial.artifacts],
+        image=image,
+        artifacts=artifact_links(trial, artifacts or {}),
         items=transcript.items(events),
         events_shown=len(events),
         shown_limit=shown_limit,

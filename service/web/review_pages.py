@@ -13,7 +13,7 @@ from service.api.schemas import EventView, JobView, TrialView
 from service.report.model import Report
 from service.review.blindness import ReviewerKey, shown_artifacts
 from service.web import transcript
-from service.web.pages import artifact_url
+from service.web.pages import ArtifactFacts, artifact_links
 from service.web.templating import render
 
 # A first sample reviews this many trials unless the team asks for another size.
@@ -80,6 +80,7 @@ def review_page(
     verdict_shown: bool,
     mine: ReviewerKey,
     shown_limit: int,
+    artifacts: ArtifactFacts | None = None,
     form: ReviewForm | None = None,
     error: str | None = None,
 ) -> str:
@@ -97,7 +98,7 @@ def review_page(
         job=job,
         verdict_shown=verdict_shown,
         state=trial.outcome or trial.status,
-        artifacts=[(name, artifact_url(trial.id, name)) for name in names],
+        artifacts=[link for link in artifact_links(trial, artifacts or {}) if link.name in names],
         items=transcript.items(events),
         events_shown=len(events),
         shown_limit=shown_limit,

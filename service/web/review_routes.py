@@ -40,6 +40,7 @@ from service.store.jobs import find_job
 from service.store.reports import trial_events
 from service.teams import Principal
 from service.web import pages, review_pages
+from service.web.artifact_text import artifact_facts
 from service.web.review_pages import ReviewForm
 from service.web.routes import EVENTS_SHOWN, SameOrigin, UiCaller, html, redirect
 
@@ -133,6 +134,7 @@ def _review(
             or (record is not None and shown_to(session, record, trial.id, viewer)),
             mine=(viewer.team, viewer.token_prefix),
             shown_limit=EVENTS_SHOWN,
+            artifacts=artifact_facts(session, trial.id),
             form=form,
             error=error,
         )

@@ -34,6 +34,7 @@ from service.store.reviews import reviews_marker
 from service.store.trials import grid_trials
 from service.teams import Principal, authenticate
 from service.web import pages
+from service.web.artifact_text import artifact_facts
 from service.web.csrf import cross_site_problem
 from service.web.page_cache import JOB_PAGES
 
@@ -141,12 +142,15 @@ def _trial_page(c: Context, caller: Principal, trial_id: str) -> HTMLResponse:
             return html(pages.not_found_page(f"No trial {trial_id}.", caller.name), 404)
         rows = trial_events(session, trial.id, EVENTS_SHOWN)
         events = [EventView(seq=r.seq, type=r.type, payload=r.payload) for r in rows]
+        view = trial_view(session, trial)
         return html(
             pages.trial_page(
-                trial_view(session, trial),
+                view,
                 job_view(session, job),
                 events,
                 caller.name,
+                image=pages.environment_image(view, job.image, job.image_digest),
+                artifacts=artifact_facts(session, trial.id),
                 shown_limit=EVENTS_SHOWN,
             )
         )

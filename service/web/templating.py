@@ -12,6 +12,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from service.report.render_text import uncertainty_note
 from service.web import formats
 
 ENV = Environment(
@@ -23,7 +24,11 @@ ENV = Environment(
     keep_trailing_newline=True,
 )
 ENV.filters.update(
-    pct=formats.pct, number=formats.number, interval=formats.interval, when=formats.when
+    pct=formats.pct,
+    number=formats.number,
+    interval=formats.interval,
+    when=formats.when,
+    uncertainty=uncertainty_note,
 )
 
 

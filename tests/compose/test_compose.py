@@ -96,6 +96,39 @@ class Box:
         )
 
 
+def box_env(directory: Path) -> tuple[Path, dict[str, str], int]:
+    """A box's env file in `directory`, the environment its compose commands run in, and its
+    port (a free one on loopback)."""
+    env_file = directory / "box.env"
+    # A setting of the operator's, which must reach the control plane through the env file.
+    env_file.write_text("EXAMHALL_MAX_CONTAINERS=2\n")
+    port = free_port()
+    # The developer's own EXAMHALL_* and COMPOSE_* would take precedence over the env file.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXAMHALL_", "COMPOSE_"))}
+    env |= {
+        "EXAMHALL_ENV_FILE": str(env_file),
+        "EXAMHALL_BIND": "127.0.0.1",
+        "EXAMHALL_PORT": str(port),
+    }
+    return env_file, env, port
+
+
+def compose_args(env_file: Path, project: str) -> list[str]:
+    """What every compose command of a box's names: its env file, project and compose.yaml."""
+    return ["--env-file", str(env_file), "-p", project, "-f", str(REPO / "compose.yaml")]
+
+
+def box_build(env_file: Path, env: dict[str, str], *args: str) -> str:
+    """`examhall box build` into `env_file` (skipped where the images are current); the box's
+    admin token."""
+    build = [sys.executable, "-m", "service.cli", "box", "build", "--env-file", str(env_file)]
+    started = time.monotonic()
+    done = subprocess.run([*build, *args], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    _progress(f"examhall box build: {time.monotonic() - started:.0f} s")
+    return read_env_file(env_file)[ADMIN_TOKEN_KEY]
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def box(
     request: pytest.FixtureRequest, tmp_path: Path, docker_client: docker.DockerClient
@@ -109,30 +142,14 @@ def box(
     fresh_base = f"examhall/compose-test-base:{project}"
     docker_client.images.get(resolve_base(docker_client, sandbox_base(), _progress)).tag(fresh_base)
     latest = next(iter(docker_client.images.list(f"{SANDBOX_REPO}:latest")), None)
-    env_file = tmp_path / "box.env"
-    # A setting of the operator's, which must reach the control plane through the env file.
-    env_file.write_text("EXAMHALL_MAX_CONTAINERS=2\n")
-    port = free_port()
-    # The developer's own EXAMHALL_* and COMPOSE_* would take precedence over the env file.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXAMHALL_", "COMPOSE_"))}
-    env |= {
-        "EXAMHALL_ENV_FILE": str(env_file),
-        "EXAMHALL_BIND": "127.0.0.1",
-        "EXAMHALL_PORT": str(port),
-    }
-    compose = [*_compose_command(), "--env-file", str(env_file), "-p", project]
-    compose += ["-f", str(REPO / "compose.yaml")]
-    build = [sys.executable, "-m", "service.cli", "box", "build", "--env-file", str(env_file)]
-    build += ["--sandbox-base", fresh_base]
+    env_file, env, port = box_env(tmp_path)
+    compose = [*_compose_command(), *compose_args(env_file, project)]
+    build = ["--sandbox-base", fresh_base]
     if database == "postgres":
         compose += ["-f", str(REPO / "compose.postgres.yaml")]
         build += ["--postgres"]
     try:
-        started = time.monotonic()
-        done = subprocess.run(build, cwd=REPO, env=env, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-4000:]
-        _progress(f"examhall box build: {time.monotonic() - started:.0f} s")
-        token = read_env_file(env_file)[ADMIN_TOKEN_KEY]
+        token = box_build(env_file, env, *build)
         yield Box(project, database, compose, env, f"http://127.0.0.1:{port}", token, fresh_base)
     finally:
         subprocess.run([*compose, "down", "-v", "--remove-orphans"], env=env, capture_output=True)
@@ -159,6 +176,18 @@ def _healthy(box: Box, client: docker.DockerClient) -> bool:
         return False
 
 
+def up_to_healthy(box: Box, client: docker.DockerClient) -> Any:
+    """`compose up -d`, until the control plane answers /healthz; its container."""
+    started = time.monotonic()
+    box.run("up", "-d")
+    _wait_for(lambda: _healthy(box, client), 300, "the control plane's /healthz")
+    _progress(f"compose up to healthy: {time.monotonic() - started:.0f} s")
+    (control_plane,) = client.containers.list(
+        filters={"label": [f"{PROJECT_LABEL}={box.project}", f"{SERVICE_LABEL}=examhall"]}
+    )
+    return control_plane
+
+
 def _submit(http: httpx.Client, **body: Any) -> str:
     response = http.post("/v1/jobs", json=body)
     assert response.status_code == 201, response.text
@@ -173,13 +202,7 @@ def _finished(http: httpx.Client, *job_ids: str) -> bool:
 def test_compose_box_runs_jobs_and_leaves_nothing(
     box: Box, docker_client: docker.DockerClient
 ) -> None:
-    started = time.monotonic()
-    box.run("up", "-d")
-    _wait_for(lambda: _healthy(box, docker_client), 300, "the control plane's /healthz")
-    _progress(f"compose up to healthy: {time.monotonic() - started:.0f} s")
-    (control_plane,) = docker_client.containers.list(
-        filters={"label": [f"{PROJECT_LABEL}={box.project}", f"{SERVICE_LABEL}=examhall"]}
-    )
+    control_plane = up_to_healthy(box, docker_client)
     environment = control_plane.attrs["Config"]["Env"]
     assert "EXAMHALL_MAX_CONTAINERS=2" in environment
     store = "postgresql+psycopg://" if box.database == "postgres" else "sqlite:////data/"

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
 
 from service.api.schemas import EventView, JobView, TrialCounts, TrialView
 from service.report.build import JobFacts, TrialFacts, build_report
-from service.report.model import MetricView
+from service.report.model import JudgeRate, MetricView
+from service.report.render_text import render_text
 from service.web.charts import pass_rate_chart
 from service.web.grid import build_cells, grid_table
-from service.web.pages import job_page, jobs_page, login_page, not_found_page, trial_page
+from service.web.judge_matrix import judge_matrix
+from service.web.pages import (
+    environment_image,
+    job_page,
+    jobs_page,
+    login_page,
+    not_found_page,
+    trial_page,
+)
 from service.web.routes import safe_next
 from service.web.transcript import transcript
+from tests.unit.test_report_shape import _job
 
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -38,6 +51,22 @@ def spec(cases: list[str], arms: list[str], model_id: str = "solution") -> dict[
         },
         "arms": arms,
     }
+
+
+def job_view(cases: list[str], arms: list[str], *, planned: int) -> JobView:
+    """A finished job of team t, as the API shows it."""
+    return JobView(
+        id="job-1",
+        status="finished",
+        team="t",
+        suite="s",
+        suite_sha256="0" * 64,
+        spec=spec(cases, arms),
+        planned_trials=planned,
+        counts=TrialCounts(),
+        created_at=datetime(2025, 1, 1),
+        finished_at=None,
+    )
 
 
 @dataclass
@@ -263,14 +292,19 @@ def test_trial_page_shows_hostile_strings_as_text() -> None:
         ),
         EventView(seq=5, type="message", payload={"role": "assistant", "content": f"Final {EVIL}"}),
     ]
-    page = trial_page(trial, job, events, who=EVIL, shown_limit=5)
+    image = environment_image(trial, EVIL, None)
+    page = trial_page(
+        trial, job, events, who=EVIL, image=image, artifacts={f"{EVIL}.txt": (9, None)}
+    )
     assert "<script" not in page
     assert f'<span class="case-id">{ESCAPED}</span>' in page
     assert f'<pre class="content">Final {ESCAPED}</pre>' in page  # the final answer
     assert f'<span class="error-text">error: {ESCAPED}</span>' in page
     assert f"<td>{ESCAPED}</td>" in page  # a judge's name and detail
     assert 'download="&lt;script&gt;' in page and "%3Cscript%3E" in page  # an artifact
-    assert "Showing the first 5 events" in page
+    assert 'href="/ui/trials/trial-1/artifacts/%3Cscript%3E' in page  # and its reading
+    assert f'<span class="image">{ESCAPED}</span>' in page  # the job's image, here
+    assert "Showing the first" not in page  # no cut: no limit was given
 
 
 def test_job_and_not_found_pages_show_hostile_strings_as_text() -> None:
@@ -357,27 +391,62 @@ def test_job_page_shows_each_variants_judge_pass_rates() -> None:
         generated_at=datetime(2025, 1, 2),
         judge_counts=[("default", EVIL, 1, 2), ("default", "tool_called(write)", 2, 2)],
     )
-    job = JobView(
-        id="job-1",
-        status="finished",
-        team="t",
-        suite="s",
-        suite_sha256="0" * 64,
-        spec=spec(["c"], ["default"]),
-        planned_trials=2,
-        counts=TrialCounts(),
-        created_at=datetime(2025, 1, 1),
-        finished_at=None,
-    )
+    job = job_view(["c"], ["default"], planned=2)
     grid = [
         FakeTrial(f"t{i}", t.case_id, t.variant, 1, 1, t.status, t.outcome)
         for i, t in enumerate(trials)
     ]
     page = job_page(job, report, grid, who="t")
     assert "<script" not in page
-    assert "<h2>Judges</h2>" in page and "<caption>default</caption>" in page
-    assert (
-        '<th scope="row" class="judge">tool_called(write)</th><td class="num">2</td>'
-        '<td class="num">2</td><td class="num">100.0%</td>'
-    ) in page
-    assert f'<th scope="row" class="judge">{ESCAPED}</th>' in page and ">50.0%<" in page
+    assert '<h2 id="judges">Judges</h2>' in page and page.count('class="judges-matrix"') == 1
+    assert '<th scope="col" class="variant">default</th>' in page
+    rows = re.findall(
+        r'<tr data-judge="([^"]*)"><th[^>]*>[^<]*</th>\s*<td class="num">([^<]*)<span', page
+    )
+    assert rows == [(ESCAPED, "50.0% "), ("tool_called(write)", "100.0% ")]
+    assert '<span class="muted">1/2</span>' in page and '<span class="muted">2/2</span>' in page
+
+
+def test_judge_matrix_has_a_row_per_judge_and_a_column_per_variant() -> None:
+    def rate(name: str, passed: int, scored: int) -> JudgeRate:
+        return JudgeRate(name=name, passed=passed, scored=scored, pass_rate=passed / scored)
+
+    def variant(name: str, *judges: JudgeRate) -> Any:
+        return SimpleNamespace(name=name, judges=list(judges))
+
+    without = variant("without_docs", rate("file_equals", 1, 4), rate("answer_given", 4, 4))
+    bare = variant("bare")  # recorded no judge: no column
+    with_docs = variant("with_docs", rate("answer_given", 3, 4), rate("rubric", 2, 4))
+    matrix = judge_matrix([without, bare, with_docs])
+    assert matrix is not None and matrix.variants == ["without_docs", "with_docs"]
+    assert [(name, [r and r.passed for r in rates]) for name, rates in matrix.rows] == [
+        ("file_equals", [1, None]),
+        ("answer_given", [4, 3]),
+        ("rubric", [None, 2]),
+    ]
+    assert judge_matrix([bare]) is None
+
+
+def test_the_page_shows_a_rates_uncertainty_as_the_text_report_does() -> None:
+    facts = _job(planned=4, baseline=None, arms=(), docs_sha256=None)
+    job = job_view(["a", "b"], ["default"], planned=4)
+    for outcomes, shown, hidden in (
+        # Every case passed: Wilson's interval is wide and the SE 0, so the reason is shown.
+        (("passed",) * 4, "(every case scored the same; the interval is Wilson", "SE "),
+        # The cases differ: the bootstrap interval, and the SE it agrees with.
+        (("passed", "passed", "passed", "failed"), "SE 25.0 pp", "Wilson"),
+    ):
+        trials = [
+            TrialFacts(case, "default", r, i, 1, "finished", outcome, None, None)
+            for i, ((case, r), outcome) in enumerate(
+                zip((("a", 1), ("a", 2), ("b", 1), ("b", 2)), outcomes, strict=True)
+            )
+        ]
+        report = build_report(
+            facts, trials, case_order=["a", "b"], generated_at=datetime(2025, 1, 2)
+        )
+        page = job_page(job, report, [], "t")
+        row = re.findall(r'<td class="metric">.*?</td>', page, re.S)[0]  # pass@1's
+        assert f'<span class="muted uncertainty">{shown}' in row and hidden not in row
+        (line,) = [x for x in render_text(report).splitlines() if x.startswith("  pass@1 ")]
+        assert shown in line and hidden not in line
