@@ -101,6 +101,26 @@ def serve_process(
     )
 
 
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Control planes a test started as processes (serve_process): ended after the test."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=60)
+
+
 def wait_healthy(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
     """Until /healthz answers: migrations ran, and the store and the engine are reachable."""
     deadline = time.monotonic() + 120
