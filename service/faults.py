@@ -9,6 +9,14 @@ from typing import Literal
 FaultKind = Literal["store_unreachable", "store_disk_full", "engine_unreachable"]
 
 
+def engine_fault(health: str) -> str:
+    """The engine's fault, from what the backend's health check said of it."""
+    return (
+        f"The Docker engine cannot be reached ({health}). Start it or check the backend's "
+        "settings; queued trials wait for it, and the trials it broke off are run again."
+    )
+
+
 class Faults:
     """Each current fault by its kind, with a sentence saying what is wrong and what to do;
     the part that met it clears it when its next attempt succeeds."""

@@ -23,7 +23,7 @@ from sandbox.protocol import SuiteBundle
 from sandbox.providers.client import Budget
 from service.backends.base import FoundSandbox, SandboxBackend
 from service.domain.job_spec import JobSpec
-from service.faults import Faults
+from service.faults import Faults, engine_fault
 from service.launch.egress import trial_egress
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, TrialRecord, launch_trial
@@ -158,7 +158,10 @@ class Scheduler:
                     last_beat = time.monotonic()
                     self.outages.passed()
                 self._stop_cancelled()
-                self._fill()
+                if self._engine_down():  # the queued trials wait for it, retries unspent
+                    pause = max(pause, FAULT_POLL_S)
+                else:
+                    self._fill()
                 if time.monotonic() - last_reap > REAP_EVERY_S:
                     self.recover()  # a peer that died: its trials are ours to run again
                     last_reap = time.monotonic()
@@ -169,6 +172,25 @@ class Scheduler:
                     pause = max(pause, FAULT_POLL_S)
             self._wake.wait(pause)
             self._wake.clear()
+
+    def _engine_down(self) -> bool:
+        """Whether the engine, once a trial's run met it down (`_check_engine`), still is."""
+        if "engine_unreachable" not in self.faults.current():
+            return False
+        health = self.backend.health()
+        if health != "ok":
+            self.faults.report("engine_unreachable", engine_fault(health))
+            return True
+        if self.faults.clear("engine_unreachable"):
+            log.warning("The Docker engine answers again; queued trials are started.")
+        return False
+
+    def _check_engine(self) -> None:
+        """After a trial's run failed for want of its sandbox: if the engine is down, it is
+        named on /healthz and nothing more is claimed until it answers."""
+        health = self.backend.health()
+        if health != "ok" and self.faults.report("engine_unreachable", engine_fault(health)):
+            log.warning("%s", engine_fault(health))
 
     def _fill(self) -> None:
         with self._slots:
@@ -250,6 +272,7 @@ class Scheduler:
             self._run(trial_id)
         except Exception:
             log.exception("trial %s failed outside the sandbox", trial_id)
+            self._check_engine()
             # Waiting out the store's faults: an unwritten end would leave the trial
             # running, owned by this live plane, until it restarts.
             self.outages.until_written(
@@ -335,6 +358,8 @@ class Scheduler:
             egress=egress,
         )
         sink.flush_all()
+        if record.result.error_kind == "infra_error":
+            self._check_engine()
         if self._stop.is_set():
             # Cut short by our own shutdown: not the trial's fault.
             queue.requeue_own(self.sessions, trial_id, self.owner)

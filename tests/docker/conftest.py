@@ -84,11 +84,19 @@ def free_port() -> int:
 
 
 def serve_process(
-    database_url: str, port: int, log: Path, *, token: str, max_containers: int
+    database_url: str,
+    port: int,
+    log: Path,
+    *,
+    token: str,
+    max_containers: int,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`examhall serve` in a process of its own, as on a box, its output appended to `log`."""
+    """`examhall serve` in a process of its own, as on a box, its output appended to `log`;
+    `env` adds to (or overrides) this process's environment."""
     env = {
         **os.environ,
+        **(env or {}),
         "EXAMHALL_DATABASE_URL": database_url,
         "EXAMHALL_MAX_CONTAINERS": str(max_containers),
         "EXAMHALL_ADMIN_TOKEN": token,

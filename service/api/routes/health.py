@@ -15,7 +15,7 @@ from service.api.auth import UNAUTHORIZED, Admin
 from service.api.context import Context, Ctx
 from service.backends.base import NodeStatus, SandboxError
 from service.environments.cache import CacheState
-from service.faults import FaultKind
+from service.faults import FaultKind, engine_fault
 from service.store.queries import ping
 
 router = APIRouter()
@@ -112,10 +112,7 @@ def _nodes(c: Context) -> list[NodeStatus]:
 def _faults(c: Context, checks: dict[str, str]) -> list[Fault]:
     found = c.scheduler.faults.current()
     if checks["docker"] != "ok":
-        found["engine_unreachable"] = (
-            f"The Docker engine cannot be reached ({checks['docker']}). Start it or check "
-            "the backend's settings; trials are not started until it answers."
-        )
+        found["engine_unreachable"] = engine_fault(checks["docker"])
     return [Fault(kind=kind, message=message) for kind, message in sorted(found.items())]
 
 

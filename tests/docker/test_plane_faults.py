@@ -1,7 +1,7 @@
-"""The store fails under a running control plane (docs/operations/faults.md): its PostgreSQL
-server restarts, its SQLite disk fills. The plane keeps serving, names the fault on /healthz
-while it lasts, keeps the results it cannot write yet, and resumes by itself: every trial
-is scored exactly once."""
+"""The parts under a running control plane fail (docs/operations/faults.md): its store's
+PostgreSQL server restarts, its SQLite disk fills, its Docker engine restarts. The plane keeps
+serving, names the fault on /healthz while it lasts, keeps the results it cannot write yet,
+and resumes by itself: every trial is scored exactly once."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import errno
 import os
 import sqlite3
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +21,10 @@ import pytest
 import sqlalchemy as sa
 
 from service.backends.docker import LABEL_JOB, LABEL_TRIAL
+from tests import nested_engine, own_postgres
 from tests.docker.conftest import free_port, serve_process, wait_for, wait_healthy
-from tests.own_postgres import OwnPostgres, own_postgres, remove
+from tests.nested_engine import NestedEngine
+from tests.own_postgres import OwnPostgres
 
 pytestmark = pytest.mark.docker
 
@@ -35,12 +38,19 @@ class Plane:
     """A control plane in a process of its own, as on a box, and what a test asks it."""
 
     def __init__(
-        self, database_url: str, log: Path, processes: list[subprocess.Popen[bytes]], slots: int
+        self,
+        database_url: str,
+        log: Path,
+        processes: list[subprocess.Popen[bytes]],
+        slots: int,
+        env: dict[str, str] | None = None,
     ) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log = log
-        self.process = serve_process(database_url, port, log, token=TOKEN, max_containers=slots)
+        self.process = serve_process(
+            database_url, port, log, token=TOKEN, max_containers=slots, env=env
+        )
         processes.append(self.process)
         wait_healthy(self.process, port, log)
 
@@ -123,9 +133,9 @@ def _assert_whole_transcript(plane: Plane, trial_id: str, job_id: str) -> None:
 
 @pytest.fixture
 def postgres() -> Iterator[OwnPostgres]:
-    server = own_postgres()
+    server = own_postgres.own_postgres()
     yield server
-    remove(server)
+    own_postgres.remove(server)
 
 
 def test_postgres_restarted_mid_job(
@@ -245,3 +255,57 @@ def test_store_disk_full_mid_job(
         check.close()  # the tmpfs is unmounted next
     assert not _sandboxes(docker_client, f"{LABEL_JOB}={job_id}")
     assert os.statvfs(small_disk).f_bfree > 0
+
+
+@pytest.fixture
+def engine(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[NestedEngine]:
+    started = nested_engine.nested_engine(sandbox_image, docker_client)
+    yield started
+    nested_engine.remove(started)
+
+
+def test_engine_restarted_mid_job(
+    engine: NestedEngine, processes: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'examhall.db'}"
+    plane = Plane(url, tmp_path / "serve.log", processes, slots=2, env={"DOCKER_HOST": engine.url})
+    client = engine.client()
+    created = plane.post_job()
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+
+    def two_running() -> bool:
+        running = [t for t in plane.trials(job_id) if t["status"] == "running"]
+        return len(running) == 2 and len(_sandboxes(client, f"{LABEL_JOB}={job_id}")) == 2
+
+    wait_for(two_running, 120, "two running trials")
+    broken = {t["id"] for t in plane.trials(job_id) if t["status"] == "running"}
+
+    engine.stop()
+    wait_for(lambda: "engine_unreachable" in plane.fault_kinds(), 60, "/healthz to name it")
+    # The trials the engine broke off end unscored, with its error; nothing else is started
+    # while it is away, so their retries wait for it.
+    wait_for(lambda: all(t["status"] == "finished" for t in plane.trials(job_id)
+                         if t["id"] in broken), 60, "the broken trials to end")  # fmt: skip
+    ended = [t for t in plane.trials(job_id) if t["id"] in broken]
+    assert {(t["outcome"], t["error_kind"]) for t in ended} == {("error", "infra_error")}, ended
+    time.sleep(3)
+    assert not [t for t in plane.trials(job_id) if t["status"] == "running"]
+    assert plane.alive(), plane.log.read_text()[-3000:]
+
+    engine.start()
+    client = engine.client()
+    wait_for(lambda: plane.health()["status"] == "ok", 60, "the plane to see the engine")
+    wait_for(lambda: plane.get(f"/v1/jobs/{job_id}").json()["status"] == "finished", 180,
+             "the job to finish")  # fmt: skip
+    rows = _scored_once(url, job_id)
+    retried = [(case, round_) for case, round_, attempt, _, _ in rows if attempt == 2]
+    assert len(retried) == 2, rows
+    for case, round_, attempt, status, outcome in rows:
+        wanted = "error" if attempt == 1 and (case, round_) in retried else "passed"
+        assert (status, outcome) == ("finished", wanted), rows
+    report = plane.get(f"/v1/jobs/{job_id}/report").json()
+    assert report["variants"][0]["scored_trials"] == 4
+    # The sandboxes the engine stopped are removed once it is back (the plane's reap).
+    wait_for(lambda: not _sandboxes(client, f"{LABEL_JOB}={job_id}"), 60, "no sandbox left")
+    client.close()
