@@ -1,5 +1,6 @@
-"""The faults a control plane is living through now (the store unreachable, its disk full),
-as the parts that meet them report them, for /healthz to name while they last."""
+"""The faults a control plane is living through now (the store unreachable or its disk full,
+the engine unreachable), as the parts that meet them report them, for /healthz to name while
+they last (docs/operations/faults.md)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ class Scheduler:
         self.poll_s = poll_s
         self.owner = backend.owner
         self._stop = threading.Event()
-        # What /healthz names: the store's faults as this plane's writes meet them.
+        # What /healthz names: the store's and the engine's faults as this plane meets them.
         self.faults = Faults()
         self.outages = Outages(self.faults, self._stop)
         self._wake = threading.Event()
