@@ -121,6 +121,12 @@ class Scheduler:
         stale = queue.requeue_orphaned(self.sessions, live)
         if stale:
             log.warning("queued %d interrupted trial(s) again", len(stale))
+        with self._slots:  # no claim in flight: every trial claimed here is in _running
+            with self._lock:
+                mine = set(self._running)
+            lost = queue.requeue_unrun(self.sessions, self.owner, mine)
+        if lost:
+            log.warning("queued %d trial(s) again whose claim's answer was lost", len(lost))
         self._reap(live - {self.owner})
 
     def _reap(self, others: set[str]) -> list[str]:
