@@ -12,8 +12,9 @@ allowed, so nothing here can be talked into more: a process that bypasses the fr
 no network at all.
 
 Every connection ends as one lifecycle event of the supervisor's (`egress`), with the host,
-the phase, the answer and the bytes each way, up to MAX_RECORDED; past that one more event
-says how many went unlisted.
+the phase, the answer, the bytes each way and, when the upstream broke the connection off
+(a reset, or silence past the control plane's timeout), how; up to MAX_RECORDED, past which
+one more event says how many went unlisted.
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ class EgressDataMessage:
 
 @dataclass(frozen=True)
 class EgressCloseMessage:
-    """Either way: the sender's side of connection `id` is done."""
+    """Either way: the sender's side of connection `id` is done. From the control plane,
+    `error` says how the upstream broke it off (a reset), where an end is not its own."""
 
     id: int
+    error: str | None = None
     type: Literal["egress_close"] = "egress_close"
 
 
@@ -98,6 +101,7 @@ class _Connection:
     sent: int = 0  # client -> upstream
     received: int = 0  # upstream -> client
     upstream_done: bool = False
+    broken: str | None = None  # how the upstream broke off, per the control plane
 
 
 class EgressFront:
@@ -171,6 +175,8 @@ class EgressFront:
                 self._finish(connection)
         elif kind == "egress_close":
             connection.upstream_done = True
+            if message.get("error") is not None:
+                connection.broken = str(message["error"])[:300]
             connection.opened.set()  # a close before an answer is a refusal
             with contextlib.suppress(OSError):
                 connection.client.shutdown(socket.SHUT_WR)
@@ -246,9 +252,10 @@ class EgressFront:
         with contextlib.suppress(OSError):
             self._send(EgressCloseMessage(connection.id))
         answered = "refused: " + connection.error if connection.error else "allowed"
+        broken = f", cut: {connection.broken}" if connection.broken else ""
         self._note(
             f"{connection.phase} {connection.host}:{connection.port} {answered}, "
-            f"{connection.sent} bytes out, {connection.received} in"
+            f"{connection.sent} bytes out, {connection.received} in{broken}"
         )
 
     def _note(self, detail: str) -> None:

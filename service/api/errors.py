@@ -1,11 +1,14 @@
-"""The API's 422 bodies: where and what, for a request the schema or the planner refuses."""
+"""The API's error bodies: 422 (where and what) for a request the schema or the planner
+refuses, 503 (what is wrong, what to do) for one the store cannot serve now."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 
+from service.api.context import Context
 from service.domain.planner import JobInputError
 
 
@@ -20,3 +23,14 @@ def install(app: FastAPI) -> None:
     async def job_input_error(_request: Request, exc: JobInputError) -> JSONResponse:
         body = {"detail": [{"loc": list(exc.loc), "msg": exc.message, "type": "value_error"}]}
         return JSONResponse(status_code=422, content=body)
+
+    @app.exception_handler(DBAPIError)
+    async def store_error(request: Request, exc: DBAPIError) -> JSONResponse:
+        context: Context = request.app.state.ctx
+        fault = context.scheduler.outages.seen(exc)  # also named on /healthz
+        if fault is None:
+            raise exc  # a bug: the server's 500, with its traceback in the log
+        # Retry-After: the plane resumes by itself once the store is back.
+        return JSONResponse(
+            status_code=503, content={"detail": fault.message}, headers={"Retry-After": "5"}
+        )

@@ -166,8 +166,12 @@ class EgressGate:
                 if not self._count(len(data)):
                     return
                 self.send(EgressDataMessage(ident, base64.b64encode(data).decode()))
-        except OSError:
-            pass
+        except OSError as exc:
+            # Broken off rather than ended, which the client may not notice (a body sent
+            # without its length looks whole): the sandbox's record of the connection says how.
+            how = f"no bytes for {SEND_S:g} s" if isinstance(exc, TimeoutError) else str(exc)
+            self._close(ident, tell=True, error=f"the upstream broke off ({how})")
+            return
         self._close(ident, tell=True)
 
     def _count(self, size: int) -> bool:
@@ -183,7 +187,7 @@ class EgressGate:
         self.on_exceeded(self.exceeded)
         return False
 
-    def _close(self, ident: int, *, tell: bool) -> None:
+    def _close(self, ident: int, *, tell: bool, error: str | None = None) -> None:
         with self._lock:
             upstream = self._open.pop(ident, None)
         if upstream is None:
@@ -192,7 +196,7 @@ class EgressGate:
             upstream.sock.close()
         if tell:
             with contextlib.suppress(OSError):
-                self.send(EgressCloseMessage(ident))
+                self.send(EgressCloseMessage(ident, error=error))
 
 
 def trial_egress(

@@ -23,6 +23,7 @@ from sandbox.protocol import SuiteBundle
 from sandbox.providers.client import Budget
 from service.backends.base import FoundSandbox, SandboxBackend
 from service.domain.job_spec import JobSpec
+from service.faults import Faults, engine_fault
 from service.launch.egress import trial_egress
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, TrialRecord, launch_trial
@@ -30,6 +31,7 @@ from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.scheduler.ingest import EventSink
 from service.scheduler.listing import LIST_PREFIX
+from service.scheduler.outages import Outages
 from service.scheduler.run_spec import run_spec
 from service.settings import egress_policies, get_settings
 from service.store import queue
@@ -41,6 +43,8 @@ from service.suites import SuiteFormat, format_of, task_spec, trial_deadline_s
 log = logging.getLogger("examhall.scheduler")
 
 REAP_EVERY_S = 30.0
+# The loop's pause while the store has a fault: each pass then tries a write (a heartbeat).
+FAULT_POLL_S = 1.0
 
 
 class Scheduler:
@@ -66,6 +70,9 @@ class Scheduler:
         self.poll_s = poll_s
         self.owner = backend.owner
         self._stop = threading.Event()
+        # What /healthz names: the store's and the engine's faults as this plane meets them.
+        self.faults = Faults()
+        self.outages = Outages(self.faults, self._stop)
         self._wake = threading.Event()
         self._running: dict[str, str] = {}  # trial id -> job id
         self._lock = threading.Lock()
@@ -114,6 +121,12 @@ class Scheduler:
         stale = queue.requeue_orphaned(self.sessions, live)
         if stale:
             log.warning("queued %d interrupted trial(s) again", len(stale))
+        with self._slots:  # no claim in flight: every trial claimed here is in _running
+            with self._lock:
+                mine = set(self._running)
+            lost = queue.requeue_unrun(self.sessions, self.owner, mine)
+        if lost:
+            log.warning("queued %d trial(s) again whose claim's answer was lost", len(lost))
         self._reap(live - {self.owner})
 
     def _reap(self, others: set[str]) -> list[str]:
@@ -142,19 +155,48 @@ class Scheduler:
     def _loop(self) -> None:
         last_beat = last_reap = time.monotonic()
         while not self._stop.is_set():
+            pause = self.poll_s
             try:
-                if time.monotonic() - last_beat > BEAT_EVERY_S:
+                # While the store has a fault, the heartbeat is the write that finds it over.
+                faulty = self.outages.current()
+                if faulty or time.monotonic() - last_beat > BEAT_EVERY_S:
                     beat(self.sessions, self.owner)
                     last_beat = time.monotonic()
+                    self.outages.passed()
                 self._stop_cancelled()
-                self._fill()
+                if self._engine_down():  # the queued trials wait for it, retries unspent
+                    pause = max(pause, FAULT_POLL_S)
+                else:
+                    self._fill()
                 if time.monotonic() - last_reap > REAP_EVERY_S:
                     self.recover()  # a peer that died: its trials are ours to run again
                     last_reap = time.monotonic()
-            except Exception:  # the loop must outlive a database hiccup
-                log.exception("scheduler iteration failed")
-            self._wake.wait(self.poll_s)
+            except Exception as exc:  # the loop must outlive a database hiccup
+                if self.outages.seen(exc) is None:
+                    log.exception("scheduler iteration failed")
+                else:  # named on /healthz and logged once; tried again at a slower pace
+                    pause = max(pause, FAULT_POLL_S)
+            self._wake.wait(pause)
             self._wake.clear()
+
+    def _engine_down(self) -> bool:
+        """Whether the engine, once a trial's run met it down (`_check_engine`), still is."""
+        if "engine_unreachable" not in self.faults.current():
+            return False
+        health = self.backend.health()
+        if health != "ok":
+            self.faults.report("engine_unreachable", engine_fault(health))
+            return True
+        if self.faults.clear("engine_unreachable"):
+            log.warning("The Docker engine answers again; queued trials are started.")
+        return False
+
+    def _check_engine(self) -> None:
+        """After a trial's run failed for want of its sandbox: if the engine is down, it is
+        named on /healthz and nothing more is claimed until it answers."""
+        health = self.backend.health()
+        if health != "ok" and self.faults.report("engine_unreachable", engine_fault(health)):
+            log.warning("%s", engine_fault(health))
 
     def _fill(self) -> None:
         with self._slots:
@@ -236,11 +278,16 @@ class Scheduler:
             self._run(trial_id)
         except Exception:
             log.exception("trial %s failed outside the sandbox", trial_id)
-            record_infra_error(
-                self.sessions,
-                self.owner,
-                trial_id,
-                "The control plane failed while running this trial.",
+            self._check_engine()
+            # Waiting out the store's faults: an unwritten end would leave the trial
+            # running, owned by this live plane, until it restarts.
+            self.outages.until_written(
+                lambda: record_infra_error(
+                    self.sessions,
+                    self.owner,
+                    trial_id,
+                    "The control plane failed while running this trial.",
+                )
             )
         finally:
             with self._lock:
@@ -302,7 +349,7 @@ class Scheduler:
             )
             judge_budget = Budget.from_limits(spec.judge_limits.model_dump())
             job_id = job.id
-        sink = EventSink(self.sessions, trial_id)
+        sink = EventSink(self.sessions, trial_id, self.outages)
         record = launch_trial(
             self.launcher,
             launch,
@@ -316,7 +363,9 @@ class Scheduler:
             judge_budget=judge_budget,
             egress=egress,
         )
-        sink.flush()
+        sink.flush_all()
+        if record.result.error_kind == "infra_error":
+            self._check_engine()
         if self._stop.is_set():
             # Cut short by our own shutdown: not the trial's fault.
             queue.requeue_own(self.sessions, trial_id, self.owner)
@@ -324,18 +373,22 @@ class Scheduler:
         self.record(trial_id, record)
 
     def record(self, trial_id: str, record: TrialRecord) -> None:
-        """Store how a trial's run ended (unless it is no longer ours to record)."""
-        job_id = record_result(
-            self.sessions,
-            self.owner,
-            trial_id,
-            record.result,
-            artifacts=record.artifacts,
-            sandbox_id=record.sandbox.sandbox_id if record.sandbox else None,
-            node=record.sandbox.node if record.sandbox else None,
-            wall_s=record.wall_s,
-            cost_usd=record.cost_usd,
-            judge_usage=record.judge_usage,
+        """Store how a trial's run ended (unless it is no longer ours to record), waiting
+        out the store's faults: the run is not lost to a restarting server or a full disk.
+        A write that failed left nothing behind (one transaction), so it is made again."""
+        job_id = self.outages.until_written(
+            lambda: record_result(
+                self.sessions,
+                self.owner,
+                trial_id,
+                record.result,
+                artifacts=record.artifacts,
+                sandbox_id=record.sandbox.sandbox_id if record.sandbox else None,
+                node=record.sandbox.node if record.sandbox else None,
+                wall_s=record.wall_s,
+                cost_usd=record.cost_usd,
+                judge_usage=record.judge_usage,
+            )
         )
         if job_id is not None and self.on_change is not None:
             self.on_change(job_id)

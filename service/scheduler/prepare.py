@@ -45,6 +45,7 @@ from service.environments.cache import ImageCache
 from service.owners import owner_gone
 from service.scheduler.build_progress import WRITE_EVERY_S, BuildProgress
 from service.store import environments as builds
+from service.store.failures import store_fault
 from service.store.jobs import Unbuilt, building_jobs, fail_job, start_built_job
 from service.store.models import Job
 from service.store.planes import live_planes, plane_owners
@@ -116,8 +117,11 @@ class EnvironmentPreparer:
                 with self.sessions() as session:
                     waiting = building_jobs(session)
                 self._dispatch(waiting)
-            except Exception:
-                log.exception("finding jobs to prepare failed; trying again")
+            except Exception as exc:
+                # A fault of the store is named on /healthz (the scheduler meets it too), not
+                # logged at every poll while it lasts.
+                if store_fault(exc) is None:
+                    log.exception("finding jobs to prepare failed; trying again")
             if self.cache is not None and time.monotonic() >= self._collect_due:
                 self._collect(self.cache)
             self._wake.wait(self.poll_s)

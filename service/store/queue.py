@@ -248,6 +248,12 @@ def requeue_orphaned(sessions: sessionmaker[Session], live: set[str]) -> list[st
     return requeue(sessions, or_(Trial.owner.is_(None), Trial.owner.not_in(live)))
 
 
+def requeue_unrun(sessions: sessionmaker[Session], owner: str, running: set[str]) -> list[str]:
+    """Queue again `owner`'s running trials other than those it runs (`running`): a claim
+    whose commit reached the store while its answer was lost with the connection."""
+    return requeue(sessions, Trial.owner == owner, Trial.id.not_in(running))
+
+
 def requeue_own(sessions: sessionmaker[Session], trial_id: str, owner: str) -> list[str]:
     return requeue(sessions, Trial.id == trial_id, Trial.owner == owner)
 

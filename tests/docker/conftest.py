@@ -84,11 +84,19 @@ def free_port() -> int:
 
 
 def serve_process(
-    database_url: str, port: int, log: Path, *, token: str, max_containers: int
+    database_url: str,
+    port: int,
+    log: Path,
+    *,
+    token: str,
+    max_containers: int,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`examhall serve` in a process of its own, as on a box, its output appended to `log`."""
+    """`examhall serve` in a process of its own, as on a box, its output appended to `log`;
+    `env` adds to (or overrides) this process's environment."""
     env = {
         **os.environ,
+        **(env or {}),
         "EXAMHALL_DATABASE_URL": database_url,
         "EXAMHALL_MAX_CONTAINERS": str(max_containers),
         "EXAMHALL_ADMIN_TOKEN": token,
@@ -99,6 +107,26 @@ def serve_process(
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
     )
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Control planes a test started as processes (serve_process): ended after the test."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=60)
 
 
 def wait_healthy(process: subprocess.Popen[bytes], port: int, log: Path) -> None:

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import base64
 import http.server
+import re
+import socket
+import struct
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -34,7 +38,8 @@ BIG = 2 * 1024 * 1024
 
 
 class Upstream(http.server.ThreadingHTTPServer):
-    """Serves /file (a token) and /big (BIG bytes), and remembers every path asked for."""
+    """Serves /file (a token), /big (BIG bytes) and /cut (half of BIG bytes, then a reset
+    where the rest should be), and remembers every path asked for."""
 
     def __init__(self, address: str) -> None:
         self.token = f"egress-{uuid.uuid4().hex}".encode()
@@ -48,7 +53,17 @@ class Upstream(http.server.ThreadingHTTPServer):
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if self.path != "/cut":
+                    self.wfile.write(body)
+                    return
+                self.wfile.write(body[: BIG // 2])
+                time.sleep(0.5)  # taken in by the control plane before the reset
+                # Linger 0: the close resets the connection rather than ending it.
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.connection.close()
+                self.close_connection = True
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -147,6 +162,20 @@ def run(
     )
 
 
+def fetched(
+    backend: DockerBackend, image: str, url: str, expected: Upstream, allowed: Upstream
+) -> TrialRecord:
+    """A trial under a policy naming `allowed` alone: the agent fetches `url` to answer.txt
+    and prints it, and passes when it holds `expected`'s token."""
+    return run(
+        backend,
+        image,
+        solve=fetch(url, "answer.txt") + "cat answer.txt\n",
+        test=check(expected.token, "answer.txt"),
+        egress=policy(f"127.0.0.2:{allowed.port}"),
+    )
+
+
 def policy(*entries: str, max_bytes: int = 64 * 1024 * 1024) -> TrialEgress:
     found = parse_policies(f"test={','.join(entries)}")["test"]
     return TrialEgress(found, None, max_bytes)
@@ -198,14 +227,7 @@ def test_an_allowed_host_is_reached_through_the_control_plane_by_agent_and_verif
 def test_a_host_outside_the_policy_is_refused_and_recorded(
     backend: DockerBackend, task_image: str, allowed: Upstream, outside: Upstream
 ) -> None:
-    solve = fetch(f"http://127.0.0.3:{outside.port}/file", "answer.txt")
-    record = run(
-        backend,
-        task_image,
-        solve=solve + "cat answer.txt\n",
-        test=check(outside.token, "answer.txt"),
-        egress=policy(f"127.0.0.2:{allowed.port}"),
-    )
+    record = fetched(backend, task_image, f"http://127.0.0.3:{outside.port}/file", outside, allowed)
     assert record.result.outcome == "failed", record.result
     assert outside.paths == [] and allowed.paths == []
     (line,) = egress_events(record)
@@ -228,6 +250,21 @@ def test_the_byte_cap_ends_the_trial_as_limit_exceeded(
     assert (result.outcome, result.error_kind) == ("error", "limit_exceeded"), result
     assert "egress_bytes" in result.limits_hit
     assert f"more than its {BIG // 2} bytes" in (result.error_message or "")
+
+
+def test_an_upstream_that_breaks_off_mid_body_fails_the_trial_and_is_recorded(
+    backend: DockerBackend, task_image: str, allowed: Upstream
+) -> None:
+    record = fetched(backend, task_image, f"http://127.0.0.2:{allowed.port}/cut", allowed, allowed)
+    # Scored as the agent's failure (its download broke), not an error of the plane's.
+    assert (record.result.outcome, record.result.error_kind) == ("failed", None), told(record)
+    assert "IncompleteRead" in record.artifacts["agent.stdout"].decode(), told(record)
+    assert allowed.paths == ["/cut"]
+    (line,) = egress_events(record)
+    assert line.startswith(f"agent 127.0.0.2:{allowed.port} allowed, "), line
+    assert line.endswith("cut: the upstream broke off ([Errno 104] Connection reset by peer)")
+    received = int(re.search(r"bytes out, (\d+) in", line).group(1))  # type: ignore[union-attr]
+    assert 0 < received < BIG, line
 
 
 def test_offline_nothing_leaves(backend: DockerBackend, task_image: str, allowed: Upstream) -> None:

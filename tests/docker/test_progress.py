@@ -200,3 +200,4 @@ def test_healthz_says_which_dependency_is_down(
     body = response.json()
     assert body["status"] == "unavailable" and body["database"] == "ok"
     assert body["docker"].startswith("unreachable")
+    assert [fault["kind"] for fault in body["faults"]] == ["engine_unreachable"]

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from service.backends.docker import LABEL_JOB
-from tests.docker.conftest import free_port, serve_process, wait_healthy
+from tests.docker.conftest import free_port, serve_process, wait_for, wait_healthy
 
 pytestmark = pytest.mark.docker
 
@@ -28,25 +27,6 @@ def _serve(database: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     process = serve_process(f"sqlite:///{database}", port, log, token=TOKEN, max_containers=1)
     wait_healthy(process, port, log)
     return process
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=60)
-
-
-def _wait_for(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_sigkill_mid_job_then_restart(
@@ -81,8 +61,8 @@ def test_sigkill_mid_job_then_restart(
         return result
 
     # Let one trial finish and the next one get under way, then kill the control plane.
-    _wait_for(lambda: any(t["status"] == "finished" for t in trials()), 60, "a finished trial")
-    _wait_for(lambda: any(t["status"] == "running" for t in trials()) and containers(), 60,
+    wait_for(lambda: any(t["status"] == "finished" for t in trials()), 60, "a finished trial")
+    wait_for(lambda: any(t["status"] == "running" for t in trials()) and containers(), 60,
               "a running trial")  # fmt: skip
     interrupted = next(t["id"] for t in trials() if t["status"] == "running")
     processes[0].send_signal(signal.SIGKILL)
@@ -93,7 +73,7 @@ def test_sigkill_mid_job_then_restart(
     processes.append(_serve(database, port, log))
     # On start the orphan is removed (the trial's rerun gets a new container).
     assert not orphans & {c.id for c in containers()}  # type: ignore[attr-defined]
-    _wait_for(
+    wait_for(
         lambda: httpx.get(f"{url}/v1/jobs/{job_id}", headers=AUTH).json()["status"] == "finished",
         120,
         "the job to finish after the restart",
@@ -130,7 +110,7 @@ def test_stopping_the_control_plane_requeues_running_trials(
         trials = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
         return bool(trials) and trials[0]["status"] == "running"
 
-    _wait_for(running, 60, "the trial to start")
+    wait_for(running, 60, "the trial to start")
     time.sleep(1)  # let it stream a few events
     started = time.monotonic()
     server.stop()

@@ -76,6 +76,7 @@ def test_every_api_route_needs_a_valid_token(start_server: Any) -> None:
         "database": "ok",
         "docker": "ok",
         "nodes": {"ready": 1, "drained": 0, "down": 0},
+        "faults": [],
     }
     assert set(cache) == {"images", "bytes", "limit_bytes"}
     assert all(isinstance(value, int) for value in cache.values())

@@ -21,6 +21,7 @@ from sandbox.protocol import EventMessage, LifecycleEvent, ResultMessage, TrialR
 from service.backends.fake import FakeBackend, FakeWorker
 from service.launch.trial import TrialRecord
 from service.scheduler import EventSink, Scheduler
+from service.store import queue
 from service.store.models import Artifact, Job, Plane, Trial
 from service.store.models import Event as EventRow
 from service.store.planes import STALE_AFTER_S, beat
@@ -369,3 +370,22 @@ def test_a_job_runs_through_the_scheduler_on_a_fake_backend(
             names = session.scalars(select(Artifact.name).where(Artifact.trial_id == t.id)).all()
             assert names == ["session.jsonl"]
     assert set(changed) == {job.id} and len(changed) == 6
+
+
+def test_a_claim_whose_answer_was_lost_is_queued_again(
+    sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    """The store committed the claim, but the connection dropped before the plane heard
+    (its server restarting): the trial is the plane's, running, yet not run. The next
+    recovery pass queues it again; the trials the plane does run are left alone."""
+    job = submit(sessions)
+    kept = _ids(scheduler.claim(1))
+    lost = _ids(queue.claim(sessions, scheduler.owner, 1, []))  # as the lost answer left it
+    with scheduler._lock:
+        scheduler._running.update(dict.fromkeys(kept, job.id))
+    scheduler.recover()
+    with sessions() as session:
+        rows = session.execute(select(Trial.id, Trial.status))
+        status = {trial_id: state for trial_id, state in rows}
+    assert [status[t] for t in kept + lost] == ["running", "queued"]
+    assert _ids(scheduler.claim(10))[0] == lost[0]

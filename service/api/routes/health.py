@@ -15,6 +15,7 @@ from service.api.auth import UNAUTHORIZED, Admin
 from service.api.context import Context, Ctx
 from service.backends.base import NodeStatus, SandboxError
 from service.environments.cache import CacheState
+from service.faults import FaultKind, engine_fault
 from service.store.queries import ping
 
 router = APIRouter()
@@ -37,10 +38,20 @@ class ImageCacheView(BaseModel):
     limit_bytes: int | None
 
 
+class Fault(BaseModel):
+    """A fault the control plane is living through now: what it hits, and what to do."""
+
+    kind: FaultKind
+    message: str
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     database: str
     docker: str
+    # Each fault while it lasts (status is then "unavailable"): the store down or its disk
+    # full, as this probe or the plane's own writes met it, and the engine down.
+    faults: list[Fault] = []
     # All zero when the backend cannot be asked, which `docker` then says.
     nodes: NodeCounts = NodeCounts()
     # None where this plane builds no environments (a backend that runs no task suites).
@@ -67,7 +78,8 @@ def prometheus(c: Ctx, _admin: Admin) -> PlainTextResponse:
 )
 def healthz(c: Ctx) -> JSONResponse:
     checks = {"database": _check_database(c), "docker": _check_docker(c)}
-    healthy = all(v == "ok" for v in checks.values())
+    faults = _faults(c, checks)
+    healthy = all(v == "ok" for v in checks.values()) and not faults
     states = Counter(n.state for n in _nodes(c))
     nodes = NodeCounts(ready=states["ready"], drained=states["drained"], down=states["down"])
     cache = _image_cache(c)
@@ -75,7 +87,11 @@ def healthz(c: Ctx) -> JSONResponse:
     if cache is not None:
         view = ImageCacheView(images=cache.images, bytes=cache.bytes, limit_bytes=cache.limit_bytes)
     health = Health(
-        status="ok" if healthy else "unavailable", nodes=nodes, image_cache=view, **checks
+        status="ok" if healthy else "unavailable",
+        nodes=nodes,
+        image_cache=view,
+        faults=faults,
+        **checks,
     )
     return JSONResponse(health.model_dump(), status_code=200 if healthy else 503)
 
@@ -93,12 +109,22 @@ def _nodes(c: Context) -> list[NodeStatus]:
         return []  # the backend's health check says what is wrong
 
 
+def _faults(c: Context, checks: dict[str, str]) -> list[Fault]:
+    found = c.scheduler.faults.current()
+    if checks["docker"] != "ok":
+        found["engine_unreachable"] = engine_fault(checks["docker"])
+    return [Fault(kind=kind, message=message) for kind, message in sorted(found.items())]
+
+
 def _check_database(c: Context) -> str:
     try:
         with c.sessions() as session:
             ping(session)
     except Exception as exc:  # any failure is the answer, not a crash of the probe
+        c.scheduler.outages.seen(exc)  # named among the faults, until a write gets through
         return f"unreachable: {type(exc).__name__}"
+    # Reachable: a fault of reaching it is over (a full disk is known over by a write).
+    c.scheduler.outages.passed(("store_unreachable",))
     return "ok"
 
 

@@ -242,6 +242,10 @@ class DockerBackend:
 
     def health(self) -> str:
         try:
+            # On a new connection: an engine shutting down (stopping its containers before
+            # it exits) still answers on those it has open, but takes no new one, which a
+            # trial's sandbox needs. The pooled ones in use finish their requests first.
+            self.client.api.close()
             self.client.ping()
         except Exception as exc:  # any failure is the answer, not a crash of the probe
             return f"unreachable: {type(exc).__name__}"
