@@ -1,6 +1,10 @@
 """A Docker engine of a test's own, run beside the box's (its own data, socket, cgroups, and
-no networking of its own), so a test may stop and start it without touching the engine the
-other tests and runs share."""
+a network namespace of its own), so a test may stop and start it without touching the engine
+the other tests and runs share.
+
+The namespace is what keeps the host's networking whole: a dockerd started with `bridge:
+none` deletes any interface named docker0 it can see as it starts (moby removes the default
+bridge it is told not to use), which on the host is the shared engine's own bridge."""
 
 from __future__ import annotations
 
@@ -55,9 +59,23 @@ class NestedEngine:
         finally:
             client.close()
 
+    @property
+    def netns(self) -> str:
+        return f"exh-{self.home.name}"
+
     def start(self) -> None:
+        if not (Path("/run/netns") / self.netns).exists():
+            subprocess.run(["ip", "netns", "add", self.netns], check=True)
         self.process = subprocess.Popen(
-            ["dockerd", "--config-file", str(self.home / "daemon.json")],
+            # nsenter enters the namespace alone: `ip netns exec` would also remount /sys,
+            # hiding the cgroups the engine needs.
+            [
+                "nsenter",
+                f"--net=/run/netns/{self.netns}",
+                "dockerd",
+                "--config-file",
+                str(self.home / "daemon.json"),
+            ],
             stdout=(self.home / "dockerd.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
@@ -83,8 +101,8 @@ class NestedEngine:
 def nested_engine(image: str, host: docker.DockerClient) -> NestedEngine:
     """A new engine, started, holding `image` (copied from the `host` engine); skips the
     test where no dockerd is installed."""
-    if shutil.which("dockerd") is None:
-        pytest.skip("no dockerd to run a nested engine with (apt-get install docker.io)")
+    if not all(shutil.which(tool) for tool in ("dockerd", "ip", "nsenter")):
+        pytest.skip("no dockerd, ip (iproute2) or nsenter to run a nested engine in a namespace")
     # Short: a socket's path has at most 107 bytes.
     engine = NestedEngine(Path(tempfile.mkdtemp(prefix="exh-engine-", dir="/tmp")))
     try:
@@ -108,4 +126,5 @@ def remove(engine: NestedEngine) -> None:
             client.close()
         finally:
             engine.stop()
+    subprocess.run(["ip", "netns", "delete", engine.netns], check=False)
     shutil.rmtree(engine.home, ignore_errors=True)

@@ -257,11 +257,19 @@ def test_store_disk_full_mid_job(
     assert os.statvfs(small_disk).f_bfree > 0
 
 
+def _host_links() -> set[str]:
+    return set(os.listdir("/sys/class/net"))
+
+
 @pytest.fixture
 def engine(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[NestedEngine]:
+    before = _host_links()
     started = nested_engine.nested_engine(sandbox_image, docker_client)
     yield started
     nested_engine.remove(started)
+    # The host's networking is the shared engine's: the nested one, started and stopped in
+    # its own namespace, must not have taken an interface (docker0) from it.
+    assert "docker0" not in before or "docker0" in _host_links(), "the nested engine took docker0"
 
 
 def test_engine_restarted_mid_job(
