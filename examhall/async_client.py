@@ -15,7 +15,7 @@ import httpx
 from examhall import calls
 from examhall.connection import Connected
 from examhall.errors import raise_for_error
-from examhall.stream import END, EventReader, StreamEvent
+from examhall.stream import END, ENDED_EARLY, EventReader, StreamEvent
 from service.api.review_schemas import ReviewView, SampleView
 from service.api.schemas import EventView, JobCreated, JobView, SuiteView, TrialView
 from service.domain.job_spec import JobRequest
@@ -88,7 +88,7 @@ class AsyncClient(Connected[httpx.AsyncClient]):
                         yield event
                         if event.event == END:
                             return
-                problem: httpx.TransportError = httpx.RemoteProtocolError("the stream ended early")
+                problem: httpx.TransportError = httpx.RemoteProtocolError(ENDED_EARLY)
             except httpx.TransportError as exc:
                 problem = exc
             finally:

@@ -8,6 +8,8 @@ from typing import Any
 
 # The stream's last event: the job finished or was cancelled, or the token was revoked.
 END = "end"
+# What a stream that closed before its `end` is taken for: a lost connection, made again.
+ENDED_EARLY = "The job's stream closed before its end event."
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from examhall import (
     StreamEvent,
     TrialView,
 )
+from service.report.model import report_json
 from service.suites.archives import archive_id, pack_directory
 from tests.api.test_suites import harbor_tree
 from tests.docker.conftest import Server, serve
@@ -103,11 +104,15 @@ def test_follow_streams_the_jobs_events_to_its_end(client: Client) -> None:
     assert isinstance(done, JobView) and done.status == "finished" and done.counts.finished == 2
 
 
-def test_the_report_as_a_model_as_text_and_as_html(client: Client, finished: JobView) -> None:
+def test_the_report_as_a_model_as_text_and_as_html(
+    client: Client, live: Server, finished: JobView
+) -> None:
     report = client.report(finished.id)
     assert isinstance(report, Report)
     assert report.job == finished.id and report.k == 2
     assert report.variants[0].scored_trials == finished.planned_trials == 2 * SMOKE_CASES
+    # The model gives back the API's JSON as it was sent (`examhall report --json` prints it).
+    assert report_json(report) == live.http.get(f"/v1/jobs/{finished.id}/report").json()
     text = client.report_text(finished.id)
     assert "pass@1" in text and "pass^2" in text and finished.id in text
     page = client.report_html(finished.id)
