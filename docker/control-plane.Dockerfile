@@ -52,6 +52,8 @@ COPY pyproject.toml /opt/examhall/src/pyproject.toml
 COPY docker /opt/examhall/src/docker
 COPY sandbox /opt/examhall/src/sandbox
 COPY evals /opt/examhall/src/evals
+# The library: the CLI's client commands are built on it.
+COPY examhall /opt/examhall/src/examhall
 COPY service /opt/examhall/src/service
 # Run from the source tree rather than installed: the sandbox image is built from it.
 # Importing the app here fails the build, not the first start, when a dependency is missing.

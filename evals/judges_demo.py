@@ -15,12 +15,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sandbox import faux, judges
-from sandbox.graded import model_graded
-from sandbox.matchers import regex, satisfies
-from sandbox.structured import answer_json_matches, facts_match, file_json
-from sandbox.suite import AgentRun, Case, Weighted
-from sandbox.trace_judges import call, no_tool_errors, tool_call_count, tool_called, tool_sequence
+# The one place a suite imports from (docs/guides/python-suites.md).
+from examhall.suite import (
+    AgentRun,
+    Case,
+    Weighted,
+    answer_json_matches,
+    call,
+    facts_match,
+    faux,
+    file_json,
+    judges,
+    model_graded,
+    no_tool_errors,
+    regex,
+    satisfies,
+    tool_call_count,
+    tool_called,
+    tool_sequence,
+)
 
 IDLE = [faux.text("I looked at the task and I am done.")]
 

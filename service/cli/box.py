@@ -53,8 +53,9 @@ ADMIN_TOKEN_KEY = "EXAMHALL_ADMIN_TOKEN"
 POSTGRES_PASSWORD_KEY = "EXAMHALL_POSTGRES_PASSWORD"
 PROJECT_KEY = "COMPOSE_PROJECT_NAME"
 
-# What the control plane runs from; docker/ and sandbox/ are there to build the sandbox image.
-_SOURCES = ("service", "sandbox", "evals", "docker")
+# What the control plane runs from (the CLI's client commands import the library, examhall/);
+# docker/ and sandbox/ are there to build the sandbox image.
+_SOURCES = ("examhall", "service", "sandbox", "evals", "docker")
 _PYPROJECT = "pyproject.toml"
 _DOCKERFILE = Path("docker") / "control-plane.Dockerfile"
 _POSTGRES_RECIPE = Path("docker") / "postgres"

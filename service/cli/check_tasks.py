@@ -28,8 +28,10 @@ from typing import Any
 
 import httpx
 
-from service.cli.client import ApiError, Client
+from examhall import ApiError, Client
+from service.cli.connection import connect
 from service.cli.local import local_control_plane
+from service.cli.progress import watch
 from service.cli.task_verdicts import (
     BUILD_ERROR,
     NO_LOGS,
@@ -251,19 +253,19 @@ def run_jobs(
     checked = Checked()
     while True:
         job = client.submit(job_body(suite, rounds, cases, egress, concurrency))
-        print(f"Submitted {job['id']}: {job['planned_trials']} trials.", file=sys.stderr)
-        done = client.wait(job["id"])
-        planned: list[str] = list(done.get("spec", {}).get("cases") or cases or [])
+        print(f"Submitted {job.id}: {job.planned_trials} trials.", file=sys.stderr)
+        done = watch(client, job.id)
+        planned: list[str] = list(done.spec.get("cases") or cases or [])
         checked.tasks += [task for task in planned if task not in checked.tasks]
-        checked.trials += client.trials(job["id"])
-        if done.get("status") == "cancelled":
-            raise CheckError(f"Job {job['id']} was cancelled; run the check again.")
-        error = done.get("error")
+        checked.trials += [trial.model_dump(mode="json") for trial in client.trials(job.id)]
+        if done.status == "cancelled":
+            raise CheckError(f"Job {job.id} was cancelled; run the check again.")
+        error = done.error
         if not error:
             return checked
-        failure = job_build_failure(error, planned, job["id"])
+        failure = job_build_failure(error, planned, job.id)
         if failure is None:
-            raise CheckError(f"Job {job['id']} did not run: {error}")
+            raise CheckError(f"Job {job.id} did not run: {error}")
         checked.builds[failure.task] = failure
         cases = [task for task in planned if task != failure.task]
         if not cases:
@@ -284,9 +286,9 @@ def oracle_logs(client: Client, trial: TrialRow) -> TrialLogs:
         return client.artifact(trial.id, name).decode("utf-8", "replace")
 
     events = [
-        str(e["payload"].get("detail", ""))
-        for e in client.events(trial.id)
-        if e.get("type") == "lifecycle" and isinstance(e.get("payload"), dict)
+        str(e.payload.get("detail", ""))
+        for e in client.events(trial.id, limit=10_000)
+        if e.type == "lifecycle"
     ]
     solution = "\n".join(text(name) for name in ("agent.stdout", "agent.stderr"))
     return TrialLogs(solution=solution, verifier=text("verifier.log"), events=events)
@@ -365,13 +367,13 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
                 for warning in found:
                     print(f"examhall: {warning}", file=sys.stderr)
     plane: AbstractContextManager[Client] = (
-        local_control_plane() if args.local else nullcontext(Client(args.server, args.token))
+        local_control_plane() if args.local else nullcontext(connect(args))
     )
     try:
         with plane as client:
             suite = args.suite
             if Path(suite).is_dir():
-                suite = client.upload_suite(suite)
+                suite = client.upload(suite).id
                 print(f"Uploaded {args.suite} as suite {suite}.", file=sys.stderr)
             checked = run_jobs(client, suite, args.rounds, cases, args.egress, args.concurrency)
             base = str(client.http.base_url).rstrip("/")

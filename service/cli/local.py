@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from service.cli.client import Client
+from examhall import Client
 from service.store.db import database_url
 
 

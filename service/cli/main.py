@@ -15,6 +15,7 @@ import docker
 import docker.errors
 import httpx
 
+from examhall import ApiError
 from sandbox.protocol import Limits, ModelRef
 from sandbox.providers.client import Budget
 from service.backends.base import FoundSandbox, SandboxError
@@ -23,8 +24,8 @@ from service.backends.registry import create_backend
 from service.cli import listen
 from service.cli.admin import add_admin_commands
 from service.cli.box import add_box_commands
-from service.cli.client import ApiError
 from service.cli.local import local_control_plane
+from service.cli.progress import watch
 from service.cli.remote import add_remote_commands
 from service.domain.agents import AGENTS
 from service.domain.job_spec import JobLimits, ModelSpec, VariantSpec
@@ -266,9 +267,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         except ApiError as exc:
             print(f"examhall: {exc}", file=sys.stderr)
             return 2
-        _progress(f"Submitted {job['id']}: {job['planned_trials']} trials ({args.model}).")
-        client.wait(job["id"])
-        print(client.report_text(job["id"]), end="")
+        _progress(f"Submitted {job.id}: {job.planned_trials} trials ({args.model}).")
+        watch(client, job.id)
+        print(client.report_text(job.id), end="")
     return 0
 
 

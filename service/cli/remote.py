@@ -10,11 +10,13 @@ from typing import Any
 
 import httpx
 
+from examhall import ApiError, ArchiveError, Client
 from sandbox.protocol import ModelRef
 from service.cli import check_tasks
-from service.cli.client import ApiError, Client, default_server
+from service.cli.connection import add_connection, connect
+from service.cli.progress import watch
 from service.domain.status import JobStatus
-from service.suites.archives import ArchiveError
+from service.report.model import report_json
 
 SUITE_HELP = (
     "a suite file (.py, uploaded), a directory of Harbor tasks (packed and uploaded), or the "
@@ -27,7 +29,7 @@ def suite_field(suite: str) -> str | dict[str, str]:
     (cmd_submit), so it is not handled here."""
     path = Path(suite)
     if path.is_dir():
-        raise ValueError(f"Suite {suite} is a directory: upload it with Client.upload_suite.")
+        raise ValueError(f"Suite {suite} is a directory: upload it with Client.upload.")
     if path.suffix == ".py" or path.exists():
         try:
             return {"name": path.stem, "source": path.read_text()}
@@ -68,14 +70,14 @@ def follow_and_report(client: Client, job_id: str) -> int:
     """Progress bar from the job's stream, then the text report. Exit 1 when a comparison's
     headline is withheld, 3 when the job was cancelled, 4 when it could not run (a task
     environment that did not build)."""
-    job = client.wait(job_id)
-    if job.get("error"):
-        print(f"examhall: job {job_id} did not run: {job['error']}", file=sys.stderr)
+    job = watch(client, job_id)
+    if job.error:
+        print(f"examhall: job {job_id} did not run: {job.error}", file=sys.stderr)
         return 4
     print(client.report_text(job_id), end="")
-    if job["status"] == JobStatus.CANCELLED:
+    if job.status == JobStatus.CANCELLED:
         return 3
-    withheld = [c for c in client.report_json(job_id).get("comparisons", []) if not c["headline"]]
+    withheld = [c for c in client.report(job_id).comparisons if not c.headline]
     return 1 if withheld else 0
 
 
@@ -85,20 +87,20 @@ def cmd_submit(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    client = Client(args.server, args.token)
+    client = connect(args)
     job_id = None
     try:
         if Path(args.suite).is_dir():
             suite = client.upload(args.suite)
-            body["suite"] = suite["id"]
+            body["suite"] = suite.id
             print(f"Uploaded {args.suite} as suite {body['suite']}.", file=sys.stderr)
-            for refused in suite.get("refused", []):
-                print(f"Left out task {refused['task']}, refused:", file=sys.stderr)
-                for problem in refused["problems"]:
+            for refused in suite.refused:
+                print(f"Left out task {refused.task}, refused:", file=sys.stderr)
+                for problem in refused.problems:
                     print(f"  {problem}", file=sys.stderr)
         job = client.submit(body)
-        job_id = job["id"]
-        print(f"Submitted {job_id}: {job['planned_trials']} trials.", file=sys.stderr)
+        job_id = job.id
+        print(f"Submitted {job_id}: {job.planned_trials} trials.", file=sys.stderr)
         if args.detach:
             print(job_id)
             return 0
@@ -119,7 +121,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    client = Client(args.server, args.token)
+    client = connect(args)
     try:
         job = client.cancel(args.job)
     except (ApiError, httpx.TransportError) as exc:
@@ -127,17 +129,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         return 2
     finally:
         client.close()
-    counts = job["counts"]
-    print(f"{args.job}: {job['status']}; kept {counts['finished']} finished trial(s).")
+    print(f"{args.job}: {job.status}; kept {job.counts.finished} finished trial(s).")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print a job's report; exit 1 when any comparison's headline is withheld."""
-    client = Client(args.server, args.token)
+    client = connect(args)
     try:
-        report = client.report_json(args.job)
-        print(json.dumps(report, indent=2) if args.json else client.report_text(args.job), end="")
+        report = client.report(args.job)
+        shown = json.dumps(report_json(report), indent=2) if args.json else None
+        print(shown or client.report_text(args.job), end="")
     except (ApiError, httpx.TransportError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
@@ -145,47 +147,28 @@ def cmd_report(args: argparse.Namespace) -> int:
         client.close()
     if args.json:
         print()
-    withheld = [c for c in report.get("comparisons", []) if c.get("headline") is None]
+    withheld = [c for c in report.comparisons if c.headline is None]
     return 1 if withheld else 0
 
 
-def export_path(output: str, suggested: str | None, job_id: str) -> Path:
-    """Where `--output` puts the export: the file it names, or, for a directory, the
-    server's name for it there (Inspect's naming, which `inspect view` lists)."""
-    path = Path(output)
-    if path.is_dir():
-        return path / (Path(suggested).name if suggested else f"{job_id}.json")
-    return path
-
-
 def cmd_export(args: argparse.Namespace) -> int:
-    client = Client(args.server, args.token)
+    client = connect(args)
     try:
-        content, suggested = client.export(args.job, args.format)
+        path = client.export(args.job, args.format, path=args.output)
     except (ApiError, httpx.TransportError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
-    finally:
-        client.close()
-    path = export_path(args.output, suggested, args.job)
-    try:
-        path.write_bytes(content)
     except OSError as exc:
         print(
-            f"examhall: cannot write {path}: {exc.strerror}; name a writable file or directory "
-            "with -o.",
+            f"examhall: cannot write {exc.filename or args.output}: {exc.strerror}; name a "
+            "writable file or directory with -o.",
             file=sys.stderr,
         )
         return 2
+    finally:
+        client.close()
     print(path)
     return 0
-
-
-def _connection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--server", default=default_server(), help="control plane URL ($EXAMHALL_SERVER)"
-    )
-    parser.add_argument("--token", help="API token (default $EXAMHALL_TOKEN)")
 
 
 def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -210,12 +193,12 @@ def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "--body", help="a JSON file with more of the job body (variants, docs, limits, ...)"
     )
     submit.add_argument("--detach", action="store_true", help="print the job id and return at once")
-    _connection(submit)
+    add_connection(submit)
     submit.set_defaults(func=cmd_submit)
 
     cancel = sub.add_parser("cancel", help="cancel a job (finished trials are kept)")
     cancel.add_argument("job")
-    _connection(cancel)
+    add_connection(cancel)
     cancel.set_defaults(func=cmd_cancel)
 
     report = sub.add_parser(
@@ -223,7 +206,7 @@ def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     report.add_argument("job")
     report.add_argument("--json", action="store_true")
-    _connection(report)
+    add_connection(report)
     report.set_defaults(func=cmd_report)
 
     export = sub.add_parser(
@@ -237,7 +220,7 @@ def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         required=True,
         help="the file to write, or a directory to write it in under Inspect's name for it",
     )
-    _connection(export)
+    add_connection(export)
     export.set_defaults(func=cmd_export)
 
-    check_tasks.add_command(sub, _connection)
+    check_tasks.add_command(sub, add_connection)

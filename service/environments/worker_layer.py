@@ -77,7 +77,7 @@ python="$1"
 workdir="$2"
 # The worker's code: compiled by the interpreter that runs it (nothing may write bytecode at
 # run time), root-owned and unwritable by anyone else, so an agent cannot patch its harness.
-"$python" -I -m compileall -q /opt/examhall/sandbox
+"$python" -I -m compileall -q /opt/examhall/sandbox /opt/examhall/examhall
 chown -R 0:0 /opt/examhall
 chmod -R a+rX,go-w /opt/examhall
 chmod go-w /opt
@@ -236,6 +236,8 @@ def layer_dockerfile(task_image: str, sandbox: str, python: str | None, workdir:
         # worker starts as root whatever USER the task's image set.
         "USER 0:0",
         f"COPY --from={sandbox} /opt/examhall/sandbox /opt/examhall/sandbox",
+        # What suites import (service/images/sandbox_image.py's SUITE_API).
+        f"COPY --from={sandbox} /opt/examhall/examhall /opt/examhall/examhall",
     ]
     if runtime:
         lines.append(f"COPY --from={_RUNTIME_STAGE} /opt/examhall/python /opt/examhall/python")

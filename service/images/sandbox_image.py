@@ -46,6 +46,10 @@ RESOLVED_BASE_LABEL = "examhall.resolved-base"
 
 _DOCKERFILE = Path("docker") / "sandbox.Dockerfile"
 _PACKAGE = "sandbox"
+# What suites import, examhall.suite (re-exports of the sandbox's authoring modules), with the
+# package's __init__, which loads nothing else until asked (examhall/__init__.py): a suite
+# that imports it runs in the exam hall, where the library's client is not.
+SUITE_API = ("examhall/__init__.py", "examhall/suite.py")
 # Build and tool caches are not part of the sandbox; including them would make the hash (and
 # so the image tag) depend on whether someone ran the tests or mypy.
 _SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
@@ -110,14 +114,19 @@ def load_context(root: Path | None = None) -> BuildContext:
     root = root or repo_root()
     dockerfile = root / _DOCKERFILE
     package = root / _PACKAGE
-    if not dockerfile.is_file() or not package.is_dir():
-        missing = dockerfile if not dockerfile.is_file() else package
+    suite_api = [root / name for name in SUITE_API]
+    needed = [(dockerfile, dockerfile.is_file()), (package, package.is_dir())]
+    needed += [(path, path.is_file()) for path in suite_api]
+    if missing := [path for path, there in needed if not there]:
         raise ImageBuildError(
-            f"{missing} is missing, so the sandbox image cannot be built. examhall builds it "
-            f"from its source checkout: install it with `pip install -e .` from a complete "
-            f"checkout (with docker/ and sandbox/ beside service/)."
+            f"{missing[0]} is missing, so the sandbox image cannot be built. examhall builds "
+            f"it from its source checkout: install it with `pip install -e .` from a complete "
+            f"checkout (with docker/, sandbox/ and examhall/ beside service/)."
         )
-    return BuildContext(dockerfile=dockerfile.read_bytes(), files=tree_files(root, package))
+    files = tree_files(root, package) + tuple(
+        (name, (root / name).read_bytes()) for name in SUITE_API
+    )
+    return BuildContext(dockerfile=dockerfile.read_bytes(), files=files)
 
 
 def tree_files(root: Path, top: Path) -> tuple[tuple[str, bytes], ...]:
@@ -130,7 +139,8 @@ def tree_files(root: Path, top: Path) -> tuple[tuple[str, bytes], ...]:
 
 
 def content_hash(base: str, *, root: Path | None = None) -> str:
-    """sha256 (hex) of the Dockerfile, the base image name and every file of sandbox/."""
+    """sha256 (hex) of the Dockerfile, the base image name, every file of sandbox/ and the
+    suite API's (SUITE_API)."""
     return load_context(root).digest(base)
 
 

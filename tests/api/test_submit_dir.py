@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from examhall import Client, suite_name
 from service.cli import main
-from service.cli.client import Client, suite_name
 from service.suites.archives import archive_id, pack_directory
 from tests.api.test_suites import harbor_tree
 from tests.docker.conftest import Server
@@ -21,12 +21,12 @@ def test_upload_suite_packs_the_directory_and_answers_its_id(
     tree = harbor_tree(tmp_path / "my suite")
     client = Client(server.url, server.token)
     try:
-        suite_id = client.upload_suite(tree)
+        suite_id = client.upload(tree).id
         assert suite_id == archive_id(pack_directory(tree))
         # Unchanged, the tree uploads to the same suite; changed, to another.
-        assert client.upload_suite(tree) == suite_id
+        assert client.upload(tree).id == suite_id
         (tree / "hello" / "instruction.md").write_text("Do it differently.\n")
-        assert client.upload_suite(tree) != suite_id
+        assert client.upload(tree).id != suite_id
     finally:
         client.close()
     shown = server.http.get(f"/v1/suites/{suite_id}").json()

@@ -18,7 +18,8 @@ import docker.errors
 import httpx
 import pytest
 
-from service.cli.client import Client
+from examhall import Client
+from service.cli.progress import watch
 from tests.docker.conftest import Server, free_port, serve_process, wait_healthy
 from tests.docker.test_task_suites import examhall, write_task
 
@@ -81,19 +82,19 @@ def test_a_jobs_environments_build_side_by_side_and_the_stream_and_cli_tell_each
 ) -> None:
     server = two_slot_server
     suite = Client(server.url, server.token).upload(suite_dir(tmp_path / "suite"))
-    job = server.submit(suite=suite["id"], variants={"nop": {"agent": "nop"}})
+    job = server.submit(suite=suite.id, variants={"nop": {"agent": "nop"}})
     assert job["status"] == "building"
 
     # The CLI's own follower (`examhall submit` calls it), and a raw stream beside it.
     printed = io.StringIO()
     follower = Client(server.url, server.token)
-    following = threading.Thread(target=follower.wait, args=(job["id"],), kwargs={"out": printed})
+    following = threading.Thread(target=watch, args=(follower, job["id"]), kwargs={"out": printed})
     following.start()
     events: list[tuple[float, dict[str, Any]]] = []
     watcher = Client(server.url, server.token)
-    for event, data in watcher.stream(job["id"]):
-        if event == "build":
-            events.append((time.monotonic(), data))
+    for followed in watcher.follow(job["id"]):
+        if followed.event == "build":
+            events.append((time.monotonic(), followed.data))
     watcher.close()
     following.join(timeout=120)
     follower.close()

@@ -47,10 +47,10 @@ print(json.dumps({"writable": writable, "unreadable": unreadable}))
 """
 
 
-def _run_python(client: docker.DockerClient, ref: str, code: str) -> str:
+def _run_python(client: docker.DockerClient, ref: str, code: str, *flags: str) -> str:
     output = client.containers.run(
         ref,
-        entrypoint=["python3", "-c", code],
+        entrypoint=["python3", *flags, "-c", code],
         user=UNPRIVILEGED,
         remove=True,
         network_disabled=True,
@@ -94,9 +94,13 @@ def test_content_hash_is_stable_and_covers_the_base_name() -> None:
 
 
 def test_content_hash_follows_the_sandbox_sources(tmp_path: Path) -> None:
-    for part in ("docker", "sandbox"):
+    for part in ("docker", "sandbox", "examhall"):
         shutil.copytree(repo_root() / part, tmp_path / part)
     original = content_hash("base", root=tmp_path)
+    # The library's client is not in the image, so it is not in the hash either.
+    client = tmp_path / "examhall" / "client.py"
+    client.write_bytes(client.read_bytes() + b"\n# changed\n")
+    assert content_hash("base", root=tmp_path) == original
 
     (tmp_path / "sandbox" / "__pycache__").mkdir(exist_ok=True)
     (tmp_path / "sandbox" / "__pycache__" / "junk.cpython-311.pyc").write_bytes(b"\0")
@@ -104,7 +108,23 @@ def test_content_hash_follows_the_sandbox_sources(tmp_path: Path) -> None:
 
     init = tmp_path / "sandbox" / "__init__.py"
     init.write_bytes(init.read_bytes() + b"\n# changed\n")
-    assert content_hash("base", root=tmp_path) != original
+    changed = content_hash("base", root=tmp_path)
+    assert changed != original
+
+    suite = tmp_path / "examhall" / "suite.py"
+    suite.write_bytes(suite.read_bytes() + b"\n# changed\n")
+    assert content_hash("base", root=tmp_path) != changed
+
+
+def test_suites_import_examhall_suite_in_the_image_and_nothing_of_the_client(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    code = (
+        "import sys, examhall.suite; print(examhall.suite.__file__, "
+        "sorted(m for m in sys.modules if m.startswith(('examhall.', 'httpx', 'pydantic'))))"
+    )
+    shown = _run_python(docker_client, sandbox_image, code, "-S").split(" ", 1)
+    assert shown == ["/opt/examhall/examhall/suite.py", "['examhall.suite']\n"]
 
 
 def test_sandbox_imports_as_unprivileged_user(

@@ -13,8 +13,8 @@ import docker
 import httpx
 import pytest
 
+from examhall import Client
 from service.backends.docker import LABEL_JOB, DockerBackend, DockerSettings
-from service.cli.client import Client
 from service.report.model import Report
 from tests.docker.conftest import Server
 
@@ -31,7 +31,7 @@ def test_the_stream_tells_every_trial_and_ends_with_the_job(start_server: Any) -
     server: Server = start_server()
     job = server.submit(**COIN, rounds=2, seed=3)
     client = Client(server.url, server.token)
-    events = list(client.stream(job["id"]))
+    events = [(followed.event, followed.data) for followed in client.follow(job["id"])]
     client.close()
 
     kinds = [event for event, _ in events]

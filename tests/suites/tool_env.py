@@ -3,8 +3,8 @@ environment the suite declares (the control plane builds it; the worker runs in 
 
 from __future__ import annotations
 
-from sandbox import faux
-from sandbox.suite import AgentRun, Case, Environment, judge
+# examhall.suite, so that the environment's worker layer is shown to carry it too.
+from examhall.suite import AgentRun, Case, Environment, faux, judge
 
 ENVIRONMENT = Environment(apt=["jq"], files={"data.json": '{"answer": 42}\n'}, workdir="/app")
 

@@ -62,6 +62,7 @@ def test_the_context_has_what_the_control_plane_runs_from_and_no_caches() -> Non
     for needed in (
         "pyproject.toml",
         "service/cli/main.py",
+        "examhall/client.py",
         "service/store/alembic.ini",
         "sandbox/worker.py",
         "docker/sandbox.Dockerfile",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.cli.client import ApiError, detail_lines
+from examhall import ApiError, detail_lines
 
 
 def test_server_errors_are_lines_of_text() -> None:

@@ -17,12 +17,19 @@
   only door to the engine for what builds: service.environments and service.scheduler
   reach it through service.images.engine's ImageEngine, never a Docker client;
 - service.api never imports service.web;
-- service.app, the composition root, sits on top and is imported by the CLI alone.
+- service.app, the composition root, sits on top and is imported by the CLI alone;
+- examhall, the library, is a client of the API: it reads the API's models but never
+  imports the CLI, the composition root, the web UI or what runs jobs; of the control plane
+  only service.cli imports it (the CLI's client commands are built on it);
+- examhall.suite, what suites import inside the exam hall, imports only sandbox, and
+  importing it loads nothing outside the standard library (examhall/__init__.py loads the
+  client's names lazily).
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,13 +209,16 @@ def test_the_api_knows_nothing_of_the_web() -> None:
     assert found == [], "service.app mounts the web UI beside the API"
 
 
-def test_only_the_cli_imports_the_composition_root() -> None:
-    packages = tuple(
+def service_packages_but_the_cli() -> tuple[str, ...]:
+    return tuple(
         f"service.{path.name}"
         for path in (ROOT / "service").iterdir()
         if path.is_dir() and (path / "__init__.py").exists() and path.name != "cli"
     )
-    found = violations(packages, ("service.app",))
+
+
+def test_only_the_cli_imports_the_composition_root() -> None:
+    found = violations(service_packages_but_the_cli(), ("service.app",))
     assert found == [], "service.app assembles the layers; nothing below may reach it"
 
 
@@ -219,3 +229,53 @@ def test_a_new_arrow_up_the_layers_is_caught() -> None:
     source = "from service.report.model import Report\n"
     seen = [module for _, module in imports(probe, source)]
     assert any(within(module, bad) for module in seen for bad in ABOVE_THE_DOMAIN)
+
+
+def test_the_library_is_a_client_of_the_api() -> None:
+    found = violations(
+        ("examhall",),
+        (
+            "service.cli",
+            "service.app",
+            "service.web",
+            "service.store",
+            "service.scheduler",
+            "service.launch",
+            "service.backends",
+            "service.images",
+            "service.environments",
+        ),
+    )
+    assert found == [], "examhall talks to a control plane over HTTP; it runs none of it"
+
+
+def test_of_the_control_plane_only_the_cli_imports_the_library() -> None:
+    found = violations(service_packages_but_the_cli(), ("examhall",))
+    assert found == [], "the control plane does not call itself through its client"
+
+
+def test_the_suite_api_imports_only_the_sandbox() -> None:
+    found = [
+        f"examhall/suite.py:{line} imports {module}"
+        for line, module in imports(ROOT / "examhall" / "suite.py")
+        if module.partition(".")[0] not in ("sandbox", "__future__")
+    ]
+    assert found == [], "suites import examhall.suite inside the exam hall, beside sandbox alone"
+
+
+def test_importing_the_suite_api_loads_only_the_standard_library() -> None:
+    """As in the exam hall: no site-packages (-S), only the repository on the path. The
+    package's __init__ must not load the client (httpx, pydantic, service) on the way."""
+    probe = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from examhall.suite import Case, judges, tool_called\n"
+        "outside = sorted({m.partition('.')[0] for m in sys.modules}\n"
+        "    - set(sys.stdlib_module_names) - {'sandbox', 'examhall', '__main__'})\n"
+        "print(outside)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,23 @@
+"""How a command that talks to a control plane reaches it: --server and --token, and the
+library's client (examhall/client.py) they make."""
+
+from __future__ import annotations
+
+import argparse
+
+from examhall import Client
+from examhall.connection import default_server
+from service.settings import token as checked_token
+
+
+def connect(args: argparse.Namespace) -> Client:
+    """A client of --server, as --token (or $EXAMHALL_TOKEN)."""
+    # Checked here too, so that a bad token's message names the flag it came from.
+    return Client(args.server, checked_token(args.token, "--token"))
+
+
+def add_connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server", default=default_server(), help="control plane URL ($EXAMHALL_SERVER)"
+    )
+    parser.add_argument("--token", help="API token (default $EXAMHALL_TOKEN)")
