@@ -30,6 +30,7 @@ from service.launch.trial import TrialRecord
 from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from tests.conftest import run_suite_trial
+from tests.docker.conftest import Server
 
 pytestmark = pytest.mark.docker
 
@@ -258,3 +259,36 @@ def test_a_live_planes_slots_are_kept_and_a_gone_planes_reaped(
         for container in slots(docker_client, gone):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
+
+
+def test_a_job_on_a_box_with_a_pool_runs_its_trials_in_pooled_containers(
+    backend: DockerBackend,
+    docker_client: docker.DockerClient,
+    start_server: Callable[..., Server],
+) -> None:
+    """Through the API, with the scheduler holding the box's cap: a job's trial teaches the
+    pool its configuration, the next job's trial runs in the container the pool started
+    meanwhile, and the plane's stop leaves none behind."""
+    pooled = pooled_backend(backend, docker_client, pool_size=1, pool_idle_s=600.0)
+    server = start_server(max_containers=2, make_backend=lambda: pooled)
+
+    def one_trial() -> dict[str, Any]:
+        created = server.submit(
+            suite="smoke",
+            cases=["create-greeting"],
+            model={"provider": "simulated", "id": "coin?p=1"},
+        )
+        server.wait(created["id"])
+        [trial] = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+        assert trial["outcome"] == "passed", trial
+        return dict(trial)
+
+    first = one_trial()
+    assert "container_pool_take" not in first["timings"]
+    wait_until(lambda: pooled.pool is not None and pooled.pool.ready() == 1)
+    [waiting] = slots(docker_client, pooled)
+    second = one_trial()
+    assert "container_pool_take" in second["timings"]
+    assert second["container_id"] == waiting.id != first["container_id"]
+    server.stop()
+    assert not slots(docker_client, pooled)
