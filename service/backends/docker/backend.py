@@ -1,7 +1,9 @@
 """The Docker backend: one fresh, hardened container per trial on the local engine.
 
 The worker's channel is the container's attached stdin and stdout; the container is removed
-in every case. Which containers are examhall's, and whose, the labels say.
+in every case. Which containers are examhall's, and whose, the labels say. With a warm pool
+(pool.py, `EXAMHALL_POOL_SIZE`), a trial may take a container of its own configuration that
+was started ahead and whose worker waits for its request.
 """
 
 from __future__ import annotations
