@@ -1,7 +1,7 @@
 """The Docker backend's warm pool (service/backends/docker/pool.py): a trial takes a container
 started ahead, which ran nothing of a suite or agent and holds no credential before the take,
-is as hardened as a trial's own, serves one trial and is gone; the pool drains when idle, and
-a gone plane's pool is reaped."""
+is as hardened as a trial's own (the security probes run in one), serves one trial and is
+gone; the pool holds only the box's room, drains when idle, and a gone plane's is reaped."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from service.scheduler import Scheduler
 from service.store.db import make_engine, migrate, session_factory
 from tests.conftest import run_suite_trial
 from tests.docker.conftest import Server
+from tests.docker.test_probes import PROBES, assert_attack_fails
 
 pytestmark = pytest.mark.docker
 
@@ -292,3 +293,17 @@ def test_a_job_on_a_box_with_a_pool_runs_its_trials_in_pooled_containers(
     assert second["container_id"] == waiting.id != first["container_id"]
     server.stop()
     assert not slots(docker_client, pooled)
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_a_probes_attacks_fail_in_a_pooled_container(pooled: DockerBackend, probe: str) -> None:
+    """The security probes (evals/probes.py), each in a container the pool started ahead: the
+    same attacks refused, and the canary credential, sent with the request, nowhere."""
+    warm(pooled, 1)
+
+    def trial(*args: Any, **kwargs: Any) -> TrialRecord:
+        record = run_suite_trial(pooled, *args, **kwargs)
+        assert record.sandbox is not None and "pool_take" in record.sandbox.timings
+        return record
+
+    assert_attack_fails(trial, probe)
