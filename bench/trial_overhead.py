@@ -1,17 +1,25 @@
 """Trial overhead: one trivial trial through the Docker backend against a bare `docker run`.
 
-    python3 bench/trial_overhead.py [--trials 40] [--versus-image IMAGE]
+    python3 bench/trial_overhead.py [--trials 40] [--versus-image IMAGE] [--pool N]
 
 Side A is `service.launch.trial.run_trial` on the smoke suite's `create-greeting` case with the
 simulated model at p=1 (one tool call, one judge). Side B, the floor, is
-`docker run --rm --entrypoint true IMAGE` on the same sandbox image: the image's entrypoint
-is the worker, which would wait for a request, so the floor names `true` as the entrypoint.
+`docker run --rm --network none --entrypoint true IMAGE` on the same sandbox image: the
+image's entrypoint is the worker, which would wait for a request, so the floor names `true`
+as the entrypoint, and no network, as the trial has none.
 The sides alternate (A B A B ...); the table gives medians and the ratio A / B, the trial's
 breakdown as seen from the control plane (the worker's start split by the step messages it
 sends), and the worker's own step timings. `--versus-image` adds a third side, the same trial
 on another sandbox image (say, one built before a change to sandbox/), to measure a change
-to the worker against the code it replaces, phase by phase. The last line, `SUMMARY`, gives
-the ratio against the target and the load average before and after the run.
+to the worker against the code it replaces, phase by phase. `--pool N` adds the same trial
+on a backend with a warm pool of N containers (service/backends/docker/pool.py): its trials
+take a container started ahead, and the pool refills in the background while the other sides
+run, as it would between a queue's trials; the summary gives its ratio too, and how many of
+its trials found a container waiting. After the interleaved run it also runs as many pooled
+trials back to back, with no pause for the pool to refill, as a queue longer than the pool
+meets it (the pool hides a container's start from a trial, not the engine's work from the
+box). The last line, `SUMMARY`, gives the ratio against the
+target and the load average before and after the run.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ TARGET_RATIO = 1.15
 PHASES = (
     "create",
     "start",
+    "pool_take",
     "python_imports",
     "fork_read_spec",
     "scrub_drop",
@@ -52,7 +61,8 @@ PHASES = (
     "teardown",
     "other",
 )
-WORKER_READY = PHASES[2:8]
+WORKER_READY = PHASES[3:9]
+POOLED = "pooled trial"
 
 
 class TimedLauncher(Launcher):
@@ -60,7 +70,8 @@ class TimedLauncher(Launcher):
     the phases inside the container can be told apart from outside it."""
 
     def __init__(self, settings: DockerSettings) -> None:
-        super().__init__(DockerBackend(settings))
+        self.docker = DockerBackend(settings)
+        super().__init__(self.docker)
         self.marks: dict[str, float] = {}
 
     def run(self, launch: LaunchSpec, request: bytes, **kwargs: Any) -> SandboxRun:
@@ -85,8 +96,10 @@ class TimedLauncher(Launcher):
 def phases(launcher: TimedLauncher, run: SandboxRun, wall: float) -> dict[str, float]:
     m = launcher.marks
     out = {
-        "create": run.timings["create"],
-        "start": run.timings["start"],
+        # A pooled trial's container was created and started ahead: it only takes it.
+        "create": run.timings.get("create", 0.0),
+        "start": run.timings.get("start", 0.0),
+        "pool_take": run.timings.get("pool_take", 0.0),
         # The interpreter's start and the worker's imports, up to its first message (the
         # engine may have started the process before `start` returned: then less).
         "python_imports": m["start_as_root"] - m["started"],
@@ -116,6 +129,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=40, help="trials per side (default 40)")
     parser.add_argument("--versus-image", help="also run the trial on this sandbox image")
+    parser.add_argument(
+        "--pool", type=int, default=0, help="also run the trial with a warm pool of N containers"
+    )
     parser.add_argument("--json", help="output file (default bench/results/trial_overhead.json)")
     args = parser.parse_args()
 
@@ -124,12 +140,23 @@ def main() -> int:
     images = {"examhall trial": image}
     if args.versus_image:
         images[f"trial on {args.versus_image}"] = args.versus_image
-    launchers = {name: TimedLauncher(DockerSettings(image=ref)) for name, ref in images.items()}
-    breakdowns: dict[str, list[dict[str, float]]] = {name: [] for name in images}
+    launchers = {
+        name: TimedLauncher(DockerSettings(image=ref, pool_size=0)) for name, ref in images.items()
+    }
+    if args.pool:
+        launchers[POOLED] = TimedLauncher(
+            DockerSettings(image=image, pool_size=args.pool, pool_idle_s=600.0)
+        )
+    breakdowns: dict[str, list[dict[str, float]]] = {name: [] for name in launchers}
     # The worker's own step timings, as it reports them in its result.
-    worker_timings: dict[str, list[dict[str, float]]] = {name: [] for name in images}
+    worker_timings: dict[str, list[dict[str, float]]] = {name: [] for name in launchers}
+    pool_hits: list[bool] = []
+    # Pooled trials back to back, after the interleaved run: with no pause for the pool to
+    # refill, as a queue longer than the pool meets it.
+    burst: list[float] = []
+    burst_hits: list[bool] = []
 
-    def trial(name: str) -> float:
+    def trial(name: str, hits: list[bool] = pool_hits, keep: bool = True) -> float:
         spec = RunSpec(
             trial_id=f"bench-{uuid.uuid4().hex[:12]}",
             suite=suite,
@@ -143,6 +170,10 @@ def main() -> int:
         if record.result.outcome != "passed":
             raise SystemExit(f"the trivial trial did not pass: {record.result}")
         assert record.sandbox is not None
+        if name == POOLED:
+            hits.append("pool_take" in record.sandbox.timings)
+        if not keep:
+            return wall
         breakdowns[name].append(phases(launcher, record.sandbox, wall))
         worker_timings[name].append(
             {k: v for k, v in record.result.timings.items() if not k.startswith("container_")}
@@ -152,7 +183,9 @@ def main() -> int:
     def floor() -> float:
         started = time.perf_counter()
         subprocess.run(
-            ["docker", "run", "--rm", "--entrypoint", "true", image],
+            # No network, as the trial's own container has none: on the bridge the floor
+            # would pay for a veth the trial never gets (and fail on an engine without one).
+            ["docker", "run", "--rm", "--network", "none", "--entrypoint", "true", image],
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -160,11 +193,18 @@ def main() -> int:
 
     load_before = load_average()
     print(f"{args.trials} trials per side, interleaved, image {image}, load {load_before}")
-    sides: dict[str, Callable[[], float]] = {name: partial(trial, name) for name in images}
+    sides: dict[str, Callable[[], float]] = {name: partial(trial, name) for name in launchers}
     sides["docker run --rm"] = floor
-    samples = interleave(sides, args.trials)
+    try:
+        samples = interleave(sides, args.trials)
+        if args.pool:
+            burst = [trial(POOLED, burst_hits, keep=False) for _ in range(args.trials)]
+    finally:
+        for launcher in launchers.values():
+            launcher.docker.close_pool()
     load_after = load_average()
-    for name in images:  # drop the warm-up's
+    pool_hits = pool_hits[-args.trials :]
+    for name in launchers:  # drop the warm-up's
         breakdowns[name] = breakdowns[name][-args.trials :]
         worker_timings[name] = worker_timings[name][-args.trials :]
     medians = {name: median(values) or 0.0 for name, values in samples.items()}
@@ -197,21 +237,29 @@ def main() -> int:
     print("\nmedians of each phase, seen from the control plane (s):")
     print(
         table(
-            ["phase", *images],
-            [[p, *(breakdown[n][p] for n in images)] for p in [*PHASES, "worker_ready"]],
+            ["phase", *launchers],
+            [[p, *(breakdown[n][p] for n in launchers)] for p in [*PHASES, "worker_ready"]],
         )
     )
     print("\nmedians of the worker's own step timings (s):")
-    keys = sorted({k for n in images for k in steps[n]})
-    print(table(["step", *images], [[k, *(steps[n].get(k) for n in images)] for k in keys]))
+    keys = sorted({k for n in launchers for k in steps[n]})
+    print(table(["step", *launchers], [[k, *(steps[n].get(k) for n in launchers)] for k in keys]))
     versus = None
     if args.versus_image:
         versus = medians[f"trial on {args.versus_image}"] / trial_s
+    pooled = medians[POOLED] / floor_s if args.pool else None
     met = ratio <= TARGET_RATIO
     print(
         f"\nSUMMARY trial {trial_s:.3f} s / floor {floor_s:.3f} s = {ratio:.2f}x, target <= "
         f"{TARGET_RATIO}x: {'met' if met else 'MISSED'}"
         + (f"; {args.versus_image} / this image = {versus:.2f}x" if versus else "")
+        + (
+            f"; pooled trial {medians[POOLED]:.3f} s / floor = {pooled:.2f}x, "
+            f"{sum(pool_hits)}/{len(pool_hits)} took a waiting container; back to back "
+            f"{median(burst) or 0.0:.3f} s, {sum(burst_hits)}/{len(burst_hits)} took one"
+            if pooled is not None
+            else ""
+        )
         + f"; load {load_before} -> {load_after}"
     )
     write_json(
@@ -224,6 +272,11 @@ def main() -> int:
             "ratio": ratio,
             "versus_image": args.versus_image,
             "versus_ratio": versus,
+            "pool_size": args.pool,
+            "pooled_ratio": pooled,
+            "pool_hits": sum(pool_hits),
+            "pool_back_to_back_s": burst,
+            "pool_back_to_back_hits": sum(burst_hits),
             "target_ratio": TARGET_RATIO,
             "met": met,
             "breakdown_median_s": breakdown,

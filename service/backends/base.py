@@ -14,6 +14,10 @@ from typing import Protocol, runtime_checkable
 
 from service.images.engine import ImageEngine
 
+# The trial id on a warm pool's container (service/backends/docker/pool.py): it names no
+# trial of any store, so a reaper tells it apart and removes it once its plane is gone.
+POOL_PREFIX = "pool-"
+
 
 class SandboxError(Exception):
     """The backend could not do what was asked (start, wait): the trial's `infra_error`."""
@@ -139,6 +143,17 @@ class SandboxBackend(Protocol):
     def nodes(self) -> list[NodeStatus]:
         """The machines sandboxes run on and how many run on each; raises SandboxError
         when the engine cannot be asked."""
+
+
+@runtime_checkable
+class KeepsPool(Protocol):
+    """A backend that keeps containers started ahead of the trials that take them."""
+
+    def limit_pool(self, room: Callable[[], int]) -> None:
+        """Let the pool hold no more than `room()`: the box's container slots free now."""
+
+    def close_pool(self) -> None:
+        """Remove every container the pool holds and stop filling it (the plane stops)."""
 
 
 @runtime_checkable

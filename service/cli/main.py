@@ -275,7 +275,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_reap(args: argparse.Namespace) -> int:
     client = _client()
-    launcher = Launcher(DockerBackend(DockerSettings(image="unused"), client))
+    launcher = Launcher(DockerBackend(DockerSettings(image="unused", pool_size=0), client))
 
     def doomed(found: FoundSandbox) -> bool:
         return bool(args.all) or owner_gone(found.owner)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sandbox.protocol import SuiteBundle
 from sandbox.providers.client import Budget
-from service.backends.base import FoundSandbox, SandboxBackend
+from service.backends.base import POOL_PREFIX, FoundSandbox, KeepsPool, SandboxBackend
 from service.domain.job_spec import JobSpec
 from service.faults import Faults, engine_fault
 from service.launch.egress import trial_egress
@@ -89,6 +89,10 @@ class Scheduler:
         # Claims and listing reservations take turns, so neither sees the other's count
         # half-updated and the caps hold between them.
         self._slots = threading.Lock()
+        if isinstance(backend, KeepsPool):
+            # The pool holds only the box's free slots: a container waiting in it counts
+            # against the cap as one running, and a trial that takes it runs in its place.
+            backend.limit_pool(self.free_slots)
 
     # ----- lifecycle --------------------------------------------------------------------
 
@@ -107,6 +111,8 @@ class Scheduler:
             self._thread.join(timeout)
         self.launcher.stop_all()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(self.backend, KeepsPool):
+            self.backend.close_pool()
         self.http.close()
         forget(self.sessions, self.owner)
 
@@ -138,6 +144,12 @@ class Scheduler:
         def orphaned(found: FoundSandbox) -> bool:
             if found.owner in others:
                 return False
+            if found.trial_id.startswith(POOL_PREFIX):
+                # A warm container no trial took (a taken one goes by its trial's id): this
+                # plane's pool keeps its own, so only a gone plane's is removed here.
+                return found.owner != self.owner and (
+                    owner_gone(found.owner) or found.owner in planes
+                )
             if found.trial_id.startswith(LIST_PREFIX):
                 # A listing has no row to ask the store about, and the engine may be shared
                 # with another store's planes: remove it only when its plane is known to be
@@ -200,9 +212,7 @@ class Scheduler:
 
     def _fill(self) -> None:
         with self._slots:
-            with self._lock:
-                held = len(self._running) + len(self._listings) + len(self._listing_waits)
-            free = self.max_containers - held
+            free = self.free_slots()
             if free <= 0:
                 return
             claimed = self.claim(free)
@@ -210,6 +220,12 @@ class Scheduler:
                 self._running.update(claimed)
         for trial_id, _job_id in claimed:
             self._pool.submit(self._run_guarded, trial_id)
+
+    def free_slots(self) -> int:
+        """The box's container slots no trial or listing of this plane holds."""
+        with self._lock:
+            held = len(self._running) + len(self._listings) + len(self._listing_waits)
+        return self.max_containers - held
 
     def claim(self, limit: int) -> list[queue.Claimed]:
         """Claim up to `limit` queued trials for this plane, without running them."""

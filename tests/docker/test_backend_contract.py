@@ -42,7 +42,9 @@ def _fake_worker(w: FakeWorker) -> int:
     return 0
 
 
-BACKENDS = ["docker", "fake"]
+# docker-pooled: the Docker backend with its warm pool (service/backends/docker/pool.py)
+# full, so that each start takes a container started ahead.
+BACKENDS = ["docker", "docker-pooled", "fake"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -54,6 +56,8 @@ def make_backend(
             problem = "no such image" if refuse else None
             return FakeBackend(_fake_worker, refuse=lambda launch: problem)
         backend: DockerBackend = request.getfixturevalue("backend")
+        if request.param == "docker-pooled" and not refuse:
+            return _warm_pool(backend, request)
         if not refuse:
             return backend
         settings = DockerSettings(
@@ -68,6 +72,25 @@ def make_backend(
     return make
 
 
+def _warm_pool(backend: DockerBackend, request: pytest.FixtureRequest) -> DockerBackend:
+    settings = DockerSettings(
+        image=backend.image,
+        owner=backend.owner,
+        scope=backend.settings.scope,
+        pool_size=2,
+        pool_idle_s=600.0,
+    )
+    pooled = DockerBackend(settings, backend.client)
+    request.addfinalizer(pooled.close_pool)
+    assert pooled.pool is not None
+    pooled.pool.take(pooled.container_config(LaunchSpec("warm", "contract")), "warm")
+    deadline = time.monotonic() + 60
+    while pooled.pool.ready() < 2:
+        assert time.monotonic() < deadline, "the pool did not fill"
+        time.sleep(0.1)
+    return pooled
+
+
 class Started:
     """Starts sandboxes on the backend under test, each for a trial id of its own."""
 
@@ -78,6 +101,9 @@ class Started:
     def start(self) -> tuple[Sandbox, str]:
         trial_id = f"contract-{uuid.uuid4().hex[:10]}"
         self.made.append(self.backend.start(LaunchSpec(trial_id, "contract")))
+        if isinstance(self.backend, DockerBackend) and self.backend.pool is not None:
+            # Taken from the pool, filled with two for the at most two starts of a test.
+            assert "pool_take" in self.made[-1].timings
         return self.made[-1], trial_id
 
 

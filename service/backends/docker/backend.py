@@ -1,7 +1,9 @@
 """The Docker backend: one fresh, hardened container per trial on the local engine.
 
 The worker's channel is the container's attached stdin and stdout; the container is removed
-in every case. Which containers are examhall's, and whose, the labels say.
+in every case. Which containers are examhall's, and whose, the labels say. With a warm pool
+(pool.py, `EXAMHALL_POOL_SIZE`), a trial may take a container of its own configuration that
+was started ahead and whose worker waits for its request.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,8 @@ from service.backends.docker.hardening import (
     WORKER_CAPS,
     container_config,
 )
+from service.backends.docker.pool import ContainerPool
+from service.backends.docker.removal import remove
 from service.images.docker_engine import DockerImageEngine
 from service.images.engine import ImageEngine
 from service.owners import instance_id
@@ -65,6 +69,9 @@ class DockerSettings:
     # False: the engine applies neither no-new-privileges nor a seccomp profile, and the worker
     # confines itself with the same profile (sandbox/confine.py), as it must under Swarm.
     engine_confinement: bool = True
+    # Containers kept started ahead for each configuration trials use (pool.py); 0: none.
+    pool_size: int = field(default_factory=lambda: get_settings().pool_size)
+    pool_idle_s: float = field(default_factory=lambda: get_settings().pool_idle_s)
 
 
 class DockerSandbox:
@@ -110,34 +117,6 @@ class DockerSandbox:
         remove(self.container)
 
 
-def remove(container: Any) -> None:
-    """Remove a container; never raises. One the engine refuses or does not answer about in
-    time is logged and left to the reaper, which removes the labelled containers no running
-    trial owns: a slow engine must not turn a trial already settled into an error."""
-    for attempt in range(3):
-        try:
-            # v: an anonymous volume (none should exist) goes with its container.
-            container.remove(force=True, v=True)
-            return
-        except docker.errors.NotFound:
-            return
-        except docker.errors.APIError as exc:  # e.g. a removal already under way: try again
-            error: Exception = exc
-            if attempt < 2:
-                time.sleep(0.5)
-        except Exception as exc:
-            # A timeout already waited out the client's whole read timeout (60 s by
-            # default): another attempt now would keep the trial waiting as long again.
-            error = exc
-            break
-    log.warning(
-        "container %s was not removed (%s: %s); left to the reaper",
-        container.id,
-        type(error).__name__,
-        error,
-    )
-
-
 class DockerBackend:
     name = "docker"
 
@@ -155,12 +134,24 @@ class DockerBackend:
         self._lock = threading.Lock()
         self._caps: list[str] | None = None
         self._engine_name: str | None = None
+        self.pool: ContainerPool | None = None
+        if settings.pool_size > 0:
+            self.pool = ContainerPool(
+                self.client, size=settings.pool_size, idle_s=settings.pool_idle_s
+            )
 
     def start(self, launch: LaunchSpec) -> DockerSandbox:
+        config = self.container_config(launch)
+        if self.pool is not None:
+            t0 = time.monotonic()
+            slot = self.pool.take(config, launch.trial_id)
+            if slot is not None:
+                timings = {"pool_take": time.monotonic() - t0}
+                return DockerSandbox(slot.container, slot.channel, timings, self.engine_name())
         container = channel = None
         t0 = time.monotonic()
         try:
-            container = self.client.containers.create(**self.container_config(launch))
+            container = self.client.containers.create(**config)
             sock = self.client.api.attach_socket(
                 str(container.id), params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )
@@ -199,6 +190,14 @@ class DockerBackend:
             task_dirs=launch.image is not None,
             engine_confinement=s.engine_confinement,
         )
+
+    def limit_pool(self, room: Callable[[], int]) -> None:
+        if self.pool is not None:
+            self.pool.room = room
+
+    def close_pool(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
 
     def build_engine(self) -> tuple[ImageEngine, str]:
         return DockerImageEngine(self.client), self.image
@@ -264,15 +263,20 @@ class DockerBackend:
         labels = [LABEL_TRIAL]
         if self.settings.scope is not None:
             labels.append(f"{LABEL_SCOPE}={self.settings.scope}")
+        listed_at = time.monotonic()
         containers = {
             container.id: container
             for container in self.client.containers.list(
                 all=True, filters={"label": labels}, ignore_removed=True
             )
         }
+        if self.pool is not None:
+            self.pool.prune({str(cid) for cid in containers}, listed_at)
         found = [
-            _Found(c.labels.get(LABEL_TRIAL, ""), c.labels.get(LABEL_OWNER, ""), str(cid))
+            _Found(self._trial_of(c), c.labels.get(LABEL_OWNER, ""), str(cid))
             for cid, c in containers.items()
+            # A slot of this plane's pool not yet taken is kept: it waits for a trial.
+            if self.pool is None or not self.pool.holds(str(cid))
         ]
         chosen: Sequence[FoundSandbox] = policy(found)
         removed = []
@@ -281,6 +285,12 @@ class DockerBackend:
             remove(containers[sandbox.container_id])
             removed.append(sandbox.trial_id)
         return removed
+
+    def _trial_of(self, container: Any) -> str:
+        """The trial a container runs: its label, or for a slot this plane's pool gave a
+        trial, that trial (a label cannot change once the container is created)."""
+        taken = self.pool.trial_of(str(container.id)) if self.pool is not None else None
+        return taken or str(container.labels.get(LABEL_TRIAL, ""))
 
 
 @dataclass(frozen=True)

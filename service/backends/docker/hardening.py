@@ -24,6 +24,8 @@ LABEL_OWNER = "examhall.owner"
 LABEL_PROBE = "examhall.probe"
 LABEL_SCOPE = "examhall.scope"
 LABEL_SECCOMP = "examhall.seccomp"
+# On a warm pool's containers (pool.py), taken or not.
+LABEL_POOL = "examhall.pool"
 # What the worker's start needs as root, all dropped before the agent runs; KILL lets the
 # root supervisor end a sandboxed worker that broke the channel's rules.
 WORKER_CAPS = ("CHOWN", "SETUID", "SETGID", "FOWNER", "DAC_OVERRIDE", "KILL")
