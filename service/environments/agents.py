@@ -45,7 +45,7 @@ from service.images.agent_images import recipe_dir
 from service.images.capped import OWNER_LABEL, Caps
 from service.images.capped_build import BuildError, BuildLog
 from service.images.debian_base import ImageBuildError, Progress
-from service.images.engine import EngineError, EngineTimeout, ImageEngine, ScratchContainer
+from service.images.engine import EngineError, EngineTimeout, ScratchContainer
 from service.images.sandbox_image import HASH_LABEL, BuildContext, fields_digest
 from service.images.wheels import download_wheels
 
@@ -100,7 +100,10 @@ def ensure_agent_layer(
 ) -> BuiltEnvironment:
     """`env` with `agent` installed above it, built unless it is already."""
     engine = builder.engine
-    python = _worker_python(engine, env.ref)
+    base = engine.image(env.ref)
+    if base is None:
+        raise EnvironmentBuildError(f"The environment {env.ref} is gone; submit the job again.")
+    python = _worker_python(env.ref, base.config)
     name = agent.catalogue or " ".join(agent.pip)
     if agent.catalogue is not None:
         recipe = recipe_dir(AGENTS[agent.catalogue].name)
@@ -154,8 +157,9 @@ def ensure_agent_layer(
             )
         prefix = f"{AGENTS_ROOT}/{digest[:16]}"
         image_id = _install_pip_agent(
-            builder, env, python, prefix, command, requirements, wheels, ref, labels, agent.env
-        )
+            builder, env, base.config, python, prefix, command, requirements, wheels, ref,
+            labels, agent.env,
+        )  # fmt: skip
     progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
     return BuiltEnvironment(ref, image_id, digest, env.workdir)
 
@@ -260,6 +264,7 @@ def _build_catalogue(
 def _install_pip_agent(
     builder: EnvironmentBuilder,
     env: BuiltEnvironment,
+    base: Mapping[str, Any],
     python: str,
     prefix: str,
     command: str,
@@ -273,9 +278,6 @@ def _install_pip_agent(
     engine = builder.engine
     settings = builder.settings
     name = labels[AGENT_LABEL]
-    base = engine.image(env.ref)
-    if base is None:
-        raise EnvironmentBuildError(f"The environment {env.ref} is gone; submit the job again.")
     try:
         with engine.scratch(
             env.ref,
@@ -286,7 +288,7 @@ def _install_pip_agent(
             labels={OWNER_LABEL: builder.owner} if builder.owner else {},
         ) as container:
             return _install_and_commit(
-                container, base.config, env, python, prefix, command, wheels, ref, labels,
+                container, base, env, python, prefix, command, wheels, ref, labels,
                 agent_env, settings.build_timeout_s,
             )  # fmt: skip
     except EngineTimeout:
@@ -441,10 +443,10 @@ def _caps(builder: EnvironmentBuilder) -> Caps:
     )
 
 
-def _worker_python(engine: ImageEngine, ref: str) -> str:
-    """The interpreter the environment's worker runs on, which the agent shares."""
-    image = engine.image(ref)
-    entrypoint = (image.config.get("Entrypoint") if image else None) or []
+def _worker_python(ref: str, config: Mapping[str, Any]) -> str:
+    """The interpreter the environment's worker runs on (from its image's `config`), which
+    the agent shares."""
+    entrypoint = config.get("Entrypoint") or []
     if not entrypoint or not str(entrypoint[0]).startswith("/"):
         raise EnvironmentBuildError(
             f"{ref} is not an examhall environment (its entrypoint is {entrypoint}); "

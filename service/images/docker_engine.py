@@ -59,42 +59,38 @@ class DockerImageEngine:
         self._client = client
 
     def image(self, ref: str) -> ImageFacts | None:
-        try:
-            with _engine_errors():
+        with _engine_errors():
+            try:
                 return _facts(self._client.images.get(ref))
-        except EngineError as exc:
-            cause = exc.__cause__
-            # An invalid reference ("invalid reference format", 400) names no image either.
-            if isinstance(cause, docker.errors.ImageNotFound) or (
-                isinstance(cause, docker.errors.APIError) and cause.status_code == 400
-            ):
+            except docker.errors.ImageNotFound:
                 return None
-            raise
+            except docker.errors.APIError as exc:
+                # An invalid reference ("invalid reference format", 400) names no image either.
+                if exc.status_code == 400:
+                    return None
+                raise
 
     def images(self, repository: str) -> list[ImageFacts]:
         with _engine_errors():
             return [_facts(image) for image in self._client.images.list(name=repository)]
 
     def history(self, ref: str) -> list[Layer] | None:
-        try:
-            entries = self._client.images.get(ref).history()
-        except docker.errors.NotFound:
-            return None
-        except docker.errors.DockerException as exc:
-            raise EngineError(str(exc)) from exc
+        with _engine_errors():
+            try:
+                entries = self._client.images.get(ref).history()
+            except docker.errors.NotFound:
+                return None
         return [
             Layer(_layer_key(entry), int(entry.get("Size") or 0), tuple(entry.get("Tags") or ()))
             for entry in entries
         ]
 
     def remove_image(self, ref: str) -> bool:
-        try:
-            with _engine_errors():
+        with _engine_errors():
+            try:
                 self._client.images.remove(ref)
-        except EngineError as exc:
-            if isinstance(exc.__cause__, docker.errors.NotFound):
+            except docker.errors.NotFound:
                 return False
-            raise
         return True
 
     def architecture(self) -> str:
