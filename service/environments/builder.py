@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -51,8 +51,8 @@ from service.settings import Settings, env_name, get_settings
 
 ENV_REPO = "examhall/env"
 NAME_LABEL = "examhall.environment"
-# The first line of every build that runs steps (a cached environment prints none): the
-# preparer tells a build from a cache hit by it (service/scheduler/build_progress.py).
+# The first line of every build that runs steps (a cached environment prints none): a job's
+# build progress starts a task's clock at it (service/scheduler/build_progress.py).
 BUILDING = "Building the environment of"
 
 
@@ -62,6 +62,9 @@ class BuiltEnvironment:
     digest: str  # the image id
     content_hash: str
     workdir: str | None  # the task's working directory, now the workspace's symlink
+    # Built by this call, not found by its hash: what a job's build progress tells its users
+    # (service/scheduler/build_progress.py) as built or cached.
+    built_now: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -383,7 +386,7 @@ class EnvironmentBuilder:
                 step=log.step,
             ) from exc
         progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
-        return BuiltEnvironment(ref, image_id, prepared.digest, task.workdir)
+        return BuiltEnvironment(ref, image_id, prepared.digest, task.workdir, built_now=True)
 
     def _wheels(
         self,

@@ -54,15 +54,23 @@ class BuildProgress:
                 task.step = text[:STEP_CHARS]
         self.write()
 
-    def end(self, case: str, *, failed_step: str | None = None, failed: bool = False) -> None:
-        """`case`'s build ended: built if it ran steps, cached if it found its image."""
+    def end(
+        self,
+        case: str,
+        *,
+        built: bool = False,
+        failed: bool = False,
+        failed_step: str | None = None,
+    ) -> None:
+        """`case`'s build ended: `built` (the builder ran its steps), else cached (it found
+        the image by its hash), unless it `failed`."""
         with self._lock:
             task = self._tasks[case]
             task.elapsed_s = self._elapsed(case)
             if failed:
                 task.state, task.failed_step = "failed", failed_step
             else:
-                task.state = "built" if case in self._started else "cached"
+                task.state = "built" if built else "cached"
         self.write(force=True)
 
     def write(self, *, force: bool = False) -> None:

@@ -301,7 +301,7 @@ class EnvironmentPreparer:
                     raise
                 # The task's own trials end with its build's error; the others run.
                 return Unbuilt(str(exc), step)
-            progress.end(case)
+            progress.end(case, built=built.built_now)
             self._hold(job_id, built.ref)  # kept by the image cache from now on
             return built
 
