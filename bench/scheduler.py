@@ -13,6 +13,12 @@ trial is queued or running.
 `--postgres` (default $EXAMHALL_TEST_POSTGRES_URL) names a server where a throwaway database
 is created and dropped; without one the PostgreSQL configurations are left out. `--profile`
 also runs one SQLite plane in this process under cProfile and prints where its time went.
+
+Each configuration also counts the CPU it used: the planes' (their processes' user and system
+time) and, for a PostgreSQL server on this machine, the server's (every postgres process's,
+with the backends that exited counted through their parent). CPU per trial bounds what any
+number of planes can reach on this machine's cores, whatever the code's waits:
+`ceiling = cores / CPU per trial`.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import resource
 import subprocess
 import sys
 import tempfile
@@ -104,8 +111,30 @@ def plane(url: str, owner: str, slots: int, go: Path, job_id: str) -> float:
     return elapsed
 
 
+def postgres_cpu_s() -> float | None:
+    """CPU seconds used so far by this machine's PostgreSQL server: each live postgres
+    process's own, plus the postmaster's reaped children's (the backends of connections
+    already closed); None when no server runs here or /proc is not readable."""
+    total, found = 0.0, False
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+        if name != "postgres":
+            continue
+        found = True
+        user, system, children_user, children_system = (int(v) for v in fields[11:15])
+        total += (user + system + children_user + children_system) / tick
+    return total if found else None
+
+
 def configuration(url: str, planes: int, trials: int, slots: int) -> dict[str, Any]:
     job_id = submit(url, trials)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    store_before = postgres_cpu_s() if url.startswith("postgresql") else None
     with tempfile.TemporaryDirectory(prefix="examhall-bench-") as scratch:
         go = Path(scratch) / "go"
         processes = [
@@ -133,15 +162,27 @@ def configuration(url: str, planes: int, trials: int, slots: int) -> dict[str, A
             if process.returncode != 0:
                 raise SystemExit(f"a plane failed ({process.returncode})")
         elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    store_after = postgres_cpu_s() if store_before is not None else None
     engine = make_engine(url)
     with session_factory(engine)() as session:
         kept = counts.read(session, job_id)
         finished = kept.finished if kept is not None else 0
     engine.dispose()
+    # The planes' import and connection before the go file count too: a few percent.
+    plane_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    store_cpu = None if store_after is None or store_before is None else store_after - store_before
+    per_trial = (plane_cpu + (store_cpu or 0.0)) / max(finished, 1)
     return {
         "trials": finished,
         "seconds": round(elapsed, 2),
         "trials_per_min": round(finished / elapsed * 60),
+        "plane_cpu_ms_per_trial": round(plane_cpu / max(finished, 1) * 1000, 2),
+        "store_cpu_ms_per_trial": None
+        if store_cpu is None
+        else round(store_cpu / max(finished, 1) * 1000, 2),
+        # What every core of this machine, kept busy by this work alone, would run.
+        "ceiling_trials_per_min": round((os.cpu_count() or 1) / per_trial * 60),
     }
 
 
@@ -228,13 +269,28 @@ def main() -> int:
                 )
             finally:
                 drop()
-    rows = [[name, r["trials"], r["seconds"], r["trials_per_min"]] for name, r in results.items()]
-    print(table(["configuration", "trials", "seconds", "trials/min"], rows))
+    rows = [
+        [
+            name,
+            r["trials"],
+            r["seconds"],
+            r["trials_per_min"],
+            r["plane_cpu_ms_per_trial"],
+            r["store_cpu_ms_per_trial"],
+            r["ceiling_trials_per_min"],
+        ]
+        for name, r in results.items()
+    ]
+    headers = ["configuration", "trials", "seconds", "trials/min"]
+    headers += ["plane CPU ms/trial", "store CPU ms/trial", "CPU ceiling trials/min"]
+    print(table(headers, rows))
     one = results.get("postgresql, 1 plane")
     two = results.get("postgresql, 2 planes")
     if one and two:
         ratio = two["trials_per_min"] / one["trials_per_min"]
+        bound = one["ceiling_trials_per_min"] / one["trials_per_min"]
         print(f"two planes / one plane on PostgreSQL: {ratio:.2f}x")
+        print(f"the most any number of planes could reach here, by CPU: {bound:.2f}x one plane")
     print(f"load average: {os.getloadavg()}")
     write_json(
         "scheduler", {"trials": args.trials, "slots": args.slots, "results": results}, args.json
