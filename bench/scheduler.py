@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import table, write_json
 from sandbox.protocol import EventMessage, LifecycleEvent, ResultMessage, TrialResult
+from service.app import PLANE_CONNECTIONS
 from service.backends.fake import FakeBackend, FakeWorker
 from service.domain.job_spec import JobRequest
 from service.domain.planner import resolve_design
@@ -88,7 +89,8 @@ def submit(url: str, trials: int) -> str:
 def plane(url: str, owner: str, slots: int, go: Path, job_id: str) -> float:
     """Run a plane from the go file until the job has nothing queued or running; the
     seconds from go to then."""
-    engine = make_engine(url)
+    # As a plane's app opens its store (service/app.py).
+    engine = make_engine(url, connections=slots + PLANE_CONNECTIONS)
     sessions = session_factory(engine)
     scheduler = Scheduler(
         sessions, FakeBackend(worker, owner=owner), max_containers=slots, poll_s=0.005

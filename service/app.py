@@ -33,6 +33,9 @@ from service.web import api_docs, artifact_routes, review_routes
 from service.web import routes as web_routes
 
 ADMIN_TOKEN_ENV = "EXAMHALL_ADMIN_TOKEN"
+# Store connections a plane keeps beside its trials': the scheduler's and preparer's loops,
+# build lanes, listings and the API's requests, each holding one briefly.
+PLANE_CONNECTIONS = 10
 
 
 def _progress(line: str) -> None:
@@ -61,7 +64,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         providers = ProviderRegistry.load()
-        engine = make_engine(database_url)
+        slots = max_containers or get_settings().max_containers
+        # A connection for each trial thread, and some for the plane's loops and requests.
+        engine = make_engine(database_url, connections=slots + PLANE_CONNECTIONS)
         migrate(engine)
         backend = (
             make_backend() if make_backend else create_backend(get_settings().backend, _progress)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import socket
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,19 +56,30 @@ def backend(docker_client: docker.DockerClient, sandbox_image: str) -> DockerBac
 
 @pytest.fixture(scope="session", autouse=True)
 def build_network_left_as_found() -> Iterator[None]:
-    """Builds make the box's build network and proxy on first use (service/backends/docker/
-    build_network.py); a test run that made them removes them, leaving the engine as it was."""
-    try:
-        client = docker.from_env()
-        client.ping()
-        there = bool(client.containers.list(all=True, filters={"name": f"^{PROXY}$"}))
-    except docker.errors.DockerException:
-        yield  # no engine: nothing can make them
-        return
-    yield
-    if not there:
-        remove_build_network(client)
-    client.close()
+    """Builds make the box's build network and proxy on first use (service/images/
+    build_network.py); a test run that made them removes them, leaving the engine as it was.
+
+    Other test runs on this engine (another checkout's CI, a second pytest) may be building
+    through the same proxy: each run holds a shared lock on one file for its whole life, and
+    the proxy goes only when the run ending can take that lock alone."""
+    shared = os.path.join(tempfile.gettempdir(), "examhall-tests-build-network.lock")
+    with open(shared, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            client = docker.from_env()
+            client.ping()
+            there = bool(client.containers.list(all=True, filters={"name": f"^{PROXY}$"}))
+        except docker.errors.DockerException:
+            yield  # no engine: nothing can make them
+            return
+        yield
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            there = True  # another run still builds through them: it removes them
+        if not there:
+            remove_build_network(client)
+        client.close()
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.settings import get_settings
@@ -64,17 +64,30 @@ def _postgres_text(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.adapters.register_dumper(str, NulFreeText)
 
 
-def make_engine(url: str | None = None) -> Engine:
+# Connections a store's engine keeps open when its user does not say: SQLAlchemy's default.
+CONNECTIONS = 5
+
+
+def make_engine(url: str | None = None, *, connections: int = CONNECTIONS) -> Engine:
+    """An engine for the store at `url` that keeps `connections` open: as many as its user's
+    threads hold at once (a plane: a trial thread per container slot, and its own loops).
+    SQLAlchemy closes a connection opened beyond them as soon as it is returned, and
+    PostgreSQL forks a server process for each new one, so a pool smaller than the threads
+    that share it costs a connection (and a fork) per transaction of the surplus."""
     url = url or database_url()
+    pool = {"pool_size": connections, "max_overflow": max(10, connections)}
     if url.startswith("sqlite"):
+        if make_url(url).database in (None, "", ":memory:"):
+            pool = {}  # one connection per thread (SingletonThreadPool): nothing to size
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
             json_serializer=json_dumps,
+            **pool,
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    engine = create_engine(url, pool_pre_ping=True, json_serializer=json_dumps)
+    engine = create_engine(url, pool_pre_ping=True, json_serializer=json_dumps, **pool)
     if engine.dialect.driver == "psycopg":
         event.listen(engine, "connect", _postgres_text)
     return engine
