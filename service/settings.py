@@ -313,7 +313,8 @@ class Settings(BaseSettings):
         default=0,
         ge=0,
         description="containers the Docker backend keeps started ahead for each sandbox "
-        "configuration trials use, within the box's cap (0: no pool, each trial starts its own)",
+        "configuration a team's trials use, within the box's cap and the team's (0: no pool, "
+        "each trial starts its own)",
     )
     pool_idle_s: float = Field(
         default=60.0,

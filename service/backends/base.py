@@ -8,7 +8,7 @@ one folder under `service/backends/` and one line in `registry.py`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -49,6 +49,9 @@ class LaunchSpec:
     memory_bytes: int | None = None
     cpus: float | None = None
     workspace_bytes: int | None = None
+    # The team whose trial (or listing) this is; None for an admin's. A warm pool keeps its
+    # containers per team, within the team's cap (service/backends/docker/pool.py).
+    team_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,8 +152,12 @@ class SandboxBackend(Protocol):
 class KeepsPool(Protocol):
     """A backend that keeps containers started ahead of the trials that take them."""
 
-    def limit_pool(self, room: Callable[[], int]) -> None:
-        """Let the pool hold no more than `room()`: the box's container slots free now."""
+    def limit_pool(
+        self, room: Callable[[], int], team_room: Callable[[], Mapping[str, int]] | None = None
+    ) -> None:
+        """Let the pool hold no more than `room()`, the box's container slots free now, and
+        for a capped team's trials no more than `team_room()` gives that team: the containers
+        it may still start box-wide (a team absent is uncapped)."""
 
     def close_pool(self) -> None:
         """Remove every container the pool holds and stop filling it (the plane stops)."""

@@ -120,6 +120,7 @@ def run_trial(
     on_model_call: OnModelCall | None = None,
     placement: Placement | None = None,
     egress: TrialEgress | None = None,
+    team_id: str | None = None,
 ) -> TrialRecord:
     """Run one trial in a fresh sandbox (of a task environment's image and limits, when
     `placement` gives them); a spec with provider settings (direct credentials) gets the
@@ -132,6 +133,7 @@ def run_trial(
             trial_id=spec.trial_id,
             job_id=job_id,
             egress=spec.provider is not None,
+            team_id=team_id,
             **dataclasses.asdict(placement or Placement()),
         ),
         encode(RunRequest(spec=spec)),
@@ -174,6 +176,7 @@ def launch_trial(
     placement: Placement | None = None,
     judge_budget: Budget | None = None,
     egress: TrialEgress | None = None,
+    team_id: str | None = None,
 ) -> TrialRecord:
     """Run a trial with its model reached the way its spec says: a relayed provider through
     a gateway of its own (which keeps the budget and the cost), faux and simulated inside
@@ -201,6 +204,7 @@ def launch_trial(
         on_model_call=route_calls(gateway, judge),
         placement=placement,
         egress=egress,
+        team_id=team_id,
     )
     if gateway is not None:
         record.cost_usd = gateway.spent.cost_usd  # authoritative: kept by the gateway

@@ -86,9 +86,14 @@ def _failure(run: SandboxRun, deadline_s: float) -> str:
 
 
 def list_cases(
-    launcher: Launcher, bundle: SuiteBundle, *, deadline_s: float = LIST_DEADLINE_S
+    launcher: Launcher,
+    bundle: SuiteBundle,
+    *,
+    deadline_s: float = LIST_DEADLINE_S,
+    team_id: str | None = None,
 ) -> list[CaseInfo]:
-    """The suite's cases, from the cache or from a short sandboxed import of it."""
+    """The suite's cases, from the cache or from a short sandboxed import of it (in a
+    container of `team_id`'s, whose cap holds the listing's slot)."""
     image = launcher.backend.image
     cases = cached_cases(image, bundle)
     if cases is not None:
@@ -100,7 +105,9 @@ def list_cases(
             answers.append(message)
 
     run = launcher.run(
-        LaunchSpec(trial_id=f"{LIST_PREFIX}{uuid.uuid4().hex[:12]}", job_id="list-cases"),
+        LaunchSpec(
+            trial_id=f"{LIST_PREFIX}{uuid.uuid4().hex[:12]}", job_id="list-cases", team_id=team_id
+        ),
         encode(ListCasesRequest(suite=bundle)),
         deadline_s=deadline_s,
         on_message=on_message,
@@ -156,7 +163,9 @@ class Lister:
             return cached
         await self._reserve(team_id)
         try:
-            future = self._pool.submit(list_cases, self.launcher, bundle, deadline_s=self.timeout_s)
+            future = self._pool.submit(
+                list_cases, self.launcher, bundle, deadline_s=self.timeout_s, team_id=team_id
+            )
             return await asyncio.wrap_future(future)
         finally:
             self.scheduler.release_listing(team_id)

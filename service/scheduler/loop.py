@@ -90,9 +90,10 @@ class Scheduler:
         # half-updated and the caps hold between them.
         self._slots = threading.Lock()
         if isinstance(backend, KeepsPool):
-            # The pool holds only the box's free slots: a container waiting in it counts
-            # against the cap as one running, and a trial that takes it runs in its place.
-            backend.limit_pool(self.free_slots)
+            # The pool holds only the box's free slots, and for a capped team's trials only
+            # what the team may still start: a container waiting in it counts against both
+            # caps as one running, and a trial that takes it runs in its place.
+            backend.limit_pool(self.free_slots, self.team_room)
 
     # ----- lifecycle --------------------------------------------------------------------
 
@@ -226,6 +227,16 @@ class Scheduler:
         with self._lock:
             held = len(self._running) + len(self._listings) + len(self._listing_waits)
         return self.max_containers - held
+
+    def team_room(self) -> dict[str, int]:
+        """The containers each capped team may still start box-wide, as the claim counts
+        them (every plane's running trials, and this plane's listings). Raises the store's
+        errors."""
+        with self._lock:
+            local = self._listings + self._listing_waits
+        with self.sessions() as session:
+            _, room = queue.room_by_team(session, local)
+        return {team: left for team, left in room.items() if team is not None}
 
     def claim(self, limit: int) -> list[queue.Claimed]:
         """Claim up to `limit` queued trials for this plane, without running them."""
@@ -364,12 +375,13 @@ class Scheduler:
                 judge_model=spec.judge_model,
             )
             judge_budget = Budget.from_limits(spec.judge_limits.model_dump())
-            job_id = job.id
+            job_id, team_id = job.id, job.team_id
         sink = EventSink(self.sessions, trial_id, self.outages)
         record = launch_trial(
             self.launcher,
             launch,
             job_id=job_id,
+            team_id=team_id,
             deadline_s=deadline_s,
             budget=Budget.from_limits(harness.budget()),
             providers=self.providers,

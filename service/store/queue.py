@@ -47,12 +47,7 @@ def claim(
         )
         if postgres:
             queue = queue.with_for_update(skip_locked=True, of=Trial)
-        running = running_by_team(session)
-        room = team_room(session, running)
-        for team_id in local_teams:
-            running[team_id] = running.get(team_id, 0) + 1
-            if team_id in room:
-                room[team_id] -= 1
+        running, room = room_by_team(session, local_teams)
         jobs = job_room(session)
         heads: dict[str | None, list[Any]] = {}
         shares = waiting_teams(session)
@@ -162,6 +157,21 @@ def team_room(session: Session, running: dict[str | None, int]) -> dict[str | No
     if not caps:
         return {}
     return {team: (cap or 0) - running.get(team, 0) for team, cap in caps.items()}
+
+
+def room_by_team(
+    session: Session, local_teams: Sequence[str | None]
+) -> tuple[dict[str | None, int], dict[str | None, int]]:
+    """The containers each team runs box-wide, and what each capped team may still start:
+    every control plane's running trials, and a container for each of `local_teams` (the
+    slots a plane took outside the queue, `claim`'s)."""
+    running = running_by_team(session)
+    room = team_room(session, running)
+    for team_id in local_teams:
+        running[team_id] = running.get(team_id, 0) + 1
+        if team_id in room:
+            room[team_id] -= 1
+    return running, room
 
 
 def job_room(session: Session) -> dict[str, tuple[str | None, int]]:

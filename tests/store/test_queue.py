@@ -249,6 +249,29 @@ def test_a_jobs_concurrency_and_its_teams_cap_bind_together(
     assert scheduler.claim(100) == []
 
 
+def test_a_teams_room_for_the_warm_pool_is_what_the_claim_would_leave_it(
+    sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    """What the pool may hold for a capped team (service/backends/docker/pool.py): its cap
+    less every plane's running trials of it and this plane's listings of it."""
+    with sessions.begin() as session:
+        capped = create_team(session, "capped", max_containers=3).id
+        create_team(session, "free")
+    job = submit(sessions, cases=["create-greeting", "fix-config"])
+    with sessions.begin() as session:
+        session.get_one(Job, job.id).team_id = capped
+    assert scheduler.team_room() == {capped: 3}  # an uncapped team is not named
+    peer = make_scheduler(sessions, owner="tests:2:peer")
+    try:
+        assert len(peer.claim(1)) == 1
+        assert scheduler.reserve_listing(capped)
+        assert scheduler.team_room() == {capped: 1}
+        scheduler.release_listing(capped)
+        assert scheduler.team_room() == {capped: 2}
+    finally:
+        peer.stop()
+
+
 def _claim_into(claimed: list[list[tuple[str, str]]], plane: Scheduler) -> None:
     claimed.append(plane.claim(2))
 

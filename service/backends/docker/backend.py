@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +144,7 @@ class DockerBackend:
         config = self.container_config(launch)
         if self.pool is not None:
             t0 = time.monotonic()
-            slot = self.pool.take(config, launch.trial_id)
+            slot = self.pool.take(config, launch.trial_id, launch.team_id)
             if slot is not None:
                 timings = {"pool_take": time.monotonic() - t0}
                 return DockerSandbox(slot.container, slot.channel, timings, self.engine_name())
@@ -191,9 +191,12 @@ class DockerBackend:
             engine_confinement=s.engine_confinement,
         )
 
-    def limit_pool(self, room: Callable[[], int]) -> None:
+    def limit_pool(
+        self, room: Callable[[], int], team_room: Callable[[], Mapping[str, int]] | None = None
+    ) -> None:
         if self.pool is not None:
             self.pool.room = room
+            self.pool.team_room = team_room
 
     def close_pool(self) -> None:
         if self.pool is not None:

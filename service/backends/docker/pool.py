@@ -14,12 +14,18 @@ carries a trial label of its own (`POOL_PREFIX` and a random id), the owner and 
 label, so the reaper finds it like any sandbox. Which trial took it the pool keeps in memory
 (`trial_of`), for the reaper to spare it while that trial runs.
 
-The pool counts against the box's cap: it fills only while `room()` (the box's free
-container slots, as the scheduler counts them) is above what it holds, and a trial whose
+The pool counts against the box's cap and the teams': it fills only while `room()` (the box's
+free container slots, as the scheduler counts them) is above what it holds, and a trial whose
 configuration has no slot, when the pool holds more than the room left with that trial
 counted, first removes a slot of another configuration. It learns which configurations to
-keep from the trials that start, refills after each take in the background, and drains a
-configuration to zero once no trial asked for it for `idle_s`.
+keep, and for which team (None: an admin's jobs), from the trials that start: a slot waits
+for a configuration and a team, so that what it holds for a capped team stays within what
+that team may still start box-wide (`team_room()`, read once a pass of the keeper and when
+a trial of the team starts in a container the pool did not count as the team's). A slot
+held for one team may still serve another's trial of the same configuration: that trial
+was claimed within its own team's cap. The pool refills after each take in the background,
+removes what it holds beyond either room, and drains a configuration to zero once no trial
+asked for it for `idle_s`.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,9 +72,20 @@ class Slot:
 @dataclass
 class _Wanted:
     config: dict[str, Any]
+    # The team whose trials asked for this configuration (None: an admin's jobs, which no
+    # team cap bounds): what the pool holds here counts against that team's room.
+    team: str | None
     last_asked: float
     ready: list[Slot] = field(default_factory=list)
     starting: int = 0
+
+    @property
+    def held(self) -> int:
+        return len(self.ready) + self.starting
+
+
+# Each capped team's room, as `team_room()` gave it for one pass; a team absent is uncapped.
+TeamRooms = Mapping[str, int]
 
 
 class ContainerPool:
@@ -85,7 +102,11 @@ class ContainerPool:
         # The box's free container slots; the scheduler sets it (`limit_pool`). Unset, the pool
         # is bounded by its size alone (a launcher with no scheduler, e.g. a bench).
         self.room: Callable[[], int] | None = None
-        self._wanted: dict[str, _Wanted] = {}
+        # The containers each capped team may still start box-wide, from the store; the
+        # scheduler sets it too. Unset, no team is capped.
+        self.team_room: Callable[[], TeamRooms] | None = None
+        # (pool_key, team) -> what the pool keeps for that team's trials of that key.
+        self._wanted: dict[tuple[str, str | None], _Wanted] = {}
         # Container id -> the trial that took it and when, until the reaper no longer finds
         # the container (`prune`): kept past the trial's own removal of it, so that one the
         # engine failed to remove is still known as that trial's, which the reaper removes.
@@ -94,34 +115,38 @@ class ContainerPool:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._retry_at = 0.0
+        self._rooms_unread = False
         self._thread = threading.Thread(target=self._keep, name="examhall-pool", daemon=True)
         self._thread.start()
 
     # ----- what the backend asks --------------------------------------------------------
 
-    def take(self, config: dict[str, Any], trial_id: str) -> Slot | None:
-        """A started slot of `config`'s key for `trial_id`, or None (then the trial starts
-        its own container, and the pool learns to keep this key). Never raises."""
+    def take(self, config: dict[str, Any], trial_id: str, team: str | None = None) -> Slot | None:
+        """A started slot of `config`'s key for `trial_id` of `team`, or None (then the
+        trial starts its own container, and the pool learns to keep this key for `team`).
+        Never raises."""
         key = pool_key(config)
         now = time.monotonic()
-        evict: list[Slot] = []
         slot = None
         with self._lock:
-            wanted = self._wanted.get(key)
+            wanted = self._wanted.get((key, team))
             if wanted is None:
-                wanted = self._wanted[key] = _Wanted(config, now)
+                wanted = self._wanted[(key, team)] = _Wanted(config, team, now)
             wanted.last_asked = now
-            if wanted.ready:
-                slot = wanted.ready.pop(0)
+            # The team's own slot first; else one held for another team's trials.
+            alike = (w for (k, _), w in self._wanted.items() if k == key)
+            source = next((w for w in (wanted, *alike) if w.ready), None)
+            if source is not None:
+                slot = source.ready.pop(0)
                 self._taken[str(slot.container.id)] = (trial_id, now)
-            elif self._room() < self._held():
-                # The trial's own container needs a place the pool holds (the room already
-                # counts the trial, as the scheduler holds its slot): give one back.
-                for other in self._wanted.values():
-                    if other.ready:
-                        evict.append(other.ready.pop())
-                        break
-        for old in evict:
+            # A trial not in a slot held for its team runs one container more than the pool
+            # counted against that team (the queue counted it already): its other slots may
+            # now be beyond its room.
+            recount = team is not None and source is not wanted and self._held_for(team) > 0
+        rooms = self._team_rooms() if recount else {}
+        # The box's room already counts the trial, as the scheduler holds its slot: when its
+        # own container needs a place the pool holds, the pool gives one back.
+        for old in self._excess(rooms):
             _discard(old)
         self._wake.set()  # refill
         if slot is not None and not _running(slot):
@@ -171,7 +196,33 @@ class ContainerPool:
         return self.room() if self.room is not None else self.size * max(1, len(self._wanted))
 
     def _held(self) -> int:
-        return sum(len(w.ready) + w.starting for w in self._wanted.values())
+        return sum(w.held for w in self._wanted.values())
+
+    def _held_for(self, team: str | None) -> int:
+        return sum(w.held for w in self._wanted.values() if w.team == team)
+
+    def _team_has_room(self, team: str | None, rooms: TeamRooms) -> bool:
+        room = rooms.get(team) if team is not None else None
+        return room is None or self._held_for(team) < room
+
+    def _team_rooms(self) -> TeamRooms:
+        """The capped teams' rooms, asked once for a pass (a read of the store). When it
+        cannot be read, every team the pool keeps slots for has none: a team's cap may have
+        been lowered, and a slot given back is only a slower start."""
+        with self._lock:
+            teams = {w.team for w in self._wanted.values() if w.team is not None}
+        if not teams or self.team_room is None:
+            return {}
+        try:
+            rooms = dict(self.team_room())
+        except Exception as exc:
+            # Once an outage, not once a pass: the scheduler names the store's faults.
+            if not self._rooms_unread:
+                log.warning("the pool could not read the teams' caps (%s); none held for them", exc)
+            self._rooms_unread = True
+            return dict.fromkeys(teams, 0)
+        self._rooms_unread = False
+        return rooms
 
     def _keep(self) -> None:
         while not self._closed.is_set():
@@ -179,11 +230,20 @@ class ContainerPool:
             self._wake.clear()
             if self._closed.is_set():
                 return
-            now = time.monotonic()
-            self._drain(asked_before=now - self.idle_s)
-            self._trim()
-            if now >= self._retry_at:
-                self._fill()
+            try:
+                self._pass()
+            except Exception:
+                # A pool that stopped keeping would hold its slots past every room.
+                log.exception("the pool's pass failed; it tries again")
+
+    def _pass(self) -> None:
+        now = time.monotonic()
+        self._drain(asked_before=now - self.idle_s)
+        rooms = self._team_rooms()
+        for slot in self._excess(rooms):
+            _discard(slot)
+        if now >= self._retry_at:
+            self._fill(rooms)
 
     def _drain(self, asked_before: float) -> None:
         """Remove the slots of every key no trial asked for since `asked_before`."""
@@ -197,25 +257,35 @@ class ContainerPool:
         for slot in slots:
             _discard(slot)
 
-    def _trim(self) -> None:
-        """Give back what the pool holds beyond the room: trials claimed the box's slots
-        while a container of the pool was starting."""
+    def _excess(self, rooms: TeamRooms) -> list[Slot]:
+        """Take out (for the caller to discard) the slots held beyond a capped team's room
+        or the box's: trials claimed slots while the pool's were starting, or a team's cap
+        was lowered."""
+        extra: list[Slot] = []
         with self._lock:
+            for team, room in rooms.items():
+                excess = self._held_for(team) - room
+                for wanted in self._wanted.values():
+                    while excess > 0 and wanted.team == team and wanted.ready:
+                        extra.append(wanted.ready.pop())
+                        excess -= 1
             excess = self._held() - self._room()
-            extra = []
             for wanted in self._wanted.values():
                 while excess > 0 and wanted.ready:
                     extra.append(wanted.ready.pop())
                     excess -= 1
-        for slot in extra:
-            _discard(slot)
+        return extra
 
-    def _fill(self) -> None:
+    def _fill(self, rooms: TeamRooms) -> None:
         while not self._closed.is_set():
             with self._lock:
                 if self._held() >= self._room():
                     return
-                short = [w for w in self._wanted.values() if len(w.ready) + w.starting < self.size]
+                short = [
+                    w
+                    for w in self._wanted.values()
+                    if w.held < self.size and self._team_has_room(w.team, rooms)
+                ]
                 if not short:
                     return
                 # The most recently asked for first: the queue's next trials are likeliest
