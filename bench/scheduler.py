@@ -49,6 +49,7 @@ from service.scheduler import Scheduler
 from service.store import counts
 from service.store.db import make_engine, migrate, session_factory
 from service.store.jobs import create_job
+from service.store.teams import add_team
 from service.suites.python import load_suite
 
 SMOKE = ["create-greeting", "fix-config", "count-lines", "notes-in-steps"]
@@ -61,8 +62,9 @@ def worker(w: FakeWorker) -> int:
     return 0
 
 
-def submit(url: str, trials: int) -> str:
-    """One job of `trials` trials (the smoke suite's cases, as many rounds as that takes)."""
+def submit(url: str, trials: int, team: str | None = None) -> str:
+    """One job of `trials` trials (the smoke suite's cases, as many rounds as that takes), of
+    a new team named `team` (an admin's job without one)."""
     engine = make_engine(url)
     migrate(engine)
     request = JobRequest.model_validate(
@@ -73,6 +75,7 @@ def submit(url: str, trials: int) -> str:
         }
     )
     with session_factory(engine).begin() as session:
+        team_id = None if team is None else add_team(session, team, None).id
         job = create_job(
             session,
             request,
@@ -80,14 +83,15 @@ def submit(url: str, trials: int) -> str:
             resolve_design(request, SMOKE),
             image="examhall/sandbox:bench",
             image_digest=None,
+            team_id=team_id,
         )
         job_id = job.id
     engine.dispose()
     return job_id
 
 
-def plane(url: str, owner: str, slots: int, go: Path, job_id: str) -> float:
-    """Run a plane from the go file until the job has nothing queued or running; the
+def plane(url: str, owner: str, slots: int, go: Path, job_ids: list[str]) -> float:
+    """Run a plane from the go file until the jobs have nothing queued or running; the
     seconds from go to then."""
     # As a plane's app opens its store (service/app.py).
     engine = make_engine(url, connections=slots + PLANE_CONNECTIONS)
@@ -102,8 +106,8 @@ def plane(url: str, owner: str, slots: int, go: Path, job_id: str) -> float:
     try:
         while True:
             with sessions() as session:
-                kept = counts.read(session, job_id)
-            if kept is not None and kept.queued == 0 and kept.running == 0:
+                kept = [counts.read(session, job_id) for job_id in job_ids]
+            if all(k is not None and k.queued == 0 and k.running == 0 for k in kept):
                 break
             time.sleep(0.02)
     finally:
@@ -133,8 +137,11 @@ def postgres_cpu_s() -> float | None:
     return total if found else None
 
 
-def configuration(url: str, planes: int, trials: int, slots: int) -> dict[str, Any]:
-    job_id = submit(url, trials)
+def configuration(url: str, planes: int, trials: int, slots: int, jobs: int = 1) -> dict[str, Any]:
+    # Several jobs keep a counts row each, which a trial's result locks (service/store/
+    # results.py): one job's results take turns. Of teams of their own, so that the queue
+    # serves them in turn rather than the older one first.
+    job_ids = [submit(url, trials // jobs, None if jobs == 1 else f"team{n}") for n in range(jobs)]
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     store_before = postgres_cpu_s() if url.startswith("postgresql") else None
     with tempfile.TemporaryDirectory(prefix="examhall-bench-") as scratch:
@@ -149,7 +156,7 @@ def configuration(url: str, planes: int, trials: int, slots: int) -> dict[str, A
                     f"bench:{n}:{uuid.uuid4().hex[:6]}",
                     str(slots),
                     str(go),
-                    job_id,
+                    ",".join(job_ids),
                 ],
                 stdout=subprocess.PIPE,
                 text=True,
@@ -168,8 +175,8 @@ def configuration(url: str, planes: int, trials: int, slots: int) -> dict[str, A
     store_after = postgres_cpu_s() if store_before is not None else None
     engine = make_engine(url)
     with session_factory(engine)() as session:
-        kept = counts.read(session, job_id)
-        finished = kept.finished if kept is not None else 0
+        kept = [counts.read(session, job_id) for job_id in job_ids]
+        finished = sum(k.finished for k in kept if k is not None)
     engine.dispose()
     # The planes' import and connection before the go file count too: a few percent.
     plane_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
@@ -234,7 +241,7 @@ def profile(trials: int, slots: int) -> None:
         go.touch()
         threading.setprofile(start_profiler)
         try:
-            elapsed = plane(url, "bench:profile:0", slots, go, job_id)
+            elapsed = plane(url, "bench:profile:0", slots, go, [job_id])
         finally:
             threading.setprofile(None)  # type: ignore[arg-type]
     print(f"\nprofile: one SQLite plane in this process, {trials} trials in {elapsed:.1f} s;")
@@ -254,7 +261,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.plane:
         url, owner, slots, go, job_id = args.plane
-        print(plane(url, owner, int(slots), Path(go), job_id))
+        print(plane(url, owner, int(slots), Path(go), job_id.split(",")))
         return 0
 
     results: dict[str, dict[str, Any]] = {}
@@ -263,11 +270,12 @@ def main() -> int:
             f"sqlite:///{scratch}/bench.db", 1, args.trials, args.slots
         )
     if args.postgres:
-        for planes in (1, 2):
+        for planes, jobs in ((1, 1), (2, 1), (1, 2), (2, 2)):
             url, drop = fresh_postgres(args.postgres)
+            name = f"postgresql, {planes} plane{'s' if planes > 1 else ''}"
             try:
-                results[f"postgresql, {planes} plane{'s' if planes > 1 else ''}"] = configuration(
-                    url, planes, args.trials, args.slots
+                results[name + ("" if jobs == 1 else f", {jobs} jobs")] = configuration(
+                    url, planes, args.trials, args.slots, jobs
                 )
             finally:
                 drop()
@@ -286,13 +294,14 @@ def main() -> int:
     headers = ["configuration", "trials", "seconds", "trials/min"]
     headers += ["plane CPU ms/trial", "store CPU ms/trial", "CPU ceiling trials/min"]
     print(table(headers, rows))
-    one = results.get("postgresql, 1 plane")
-    two = results.get("postgresql, 2 planes")
-    if one and two:
-        ratio = two["trials_per_min"] / one["trials_per_min"]
-        bound = one["ceiling_trials_per_min"] / one["trials_per_min"]
-        print(f"two planes / one plane on PostgreSQL: {ratio:.2f}x")
-        print(f"the most any number of planes could reach here, by CPU: {bound:.2f}x one plane")
+    for jobs in ("", ", 2 jobs"):
+        one = results.get(f"postgresql, 1 plane{jobs}")
+        two = results.get(f"postgresql, 2 planes{jobs}")
+        if one and two:
+            ratio = two["trials_per_min"] / one["trials_per_min"]
+            bound = one["ceiling_trials_per_min"] / one["trials_per_min"]
+            print(f"two planes / one plane on PostgreSQL{jobs or ', 1 job'}: {ratio:.2f}x")
+            print(f"  the most any number of planes could reach here, by CPU: {bound:.2f}x")
     print(f"load average: {os.getloadavg()}")
     write_json(
         "scheduler", {"trials": args.trials, "slots": args.slots, "results": results}, args.json

@@ -32,11 +32,12 @@ from service.providers import ProviderRegistry
 from service.scheduler.ingest import EventSink
 from service.scheduler.listing import LIST_PREFIX
 from service.scheduler.outages import Outages
+from service.scheduler.result_writer import ResultWriter
 from service.scheduler.run_spec import run_spec
 from service.settings import egress_policies, get_settings
 from service.store import queue
 from service.store.planes import BEAT_EVERY_S, beat, forget, live_planes, plane_owners
-from service.store.results import record_infra_error, record_result
+from service.store.results import Ended, record_infra_error
 from service.suite_resolver import stored_tasks
 from service.suites import SuiteFormat, format_of, task_spec, trial_deadline_s
 
@@ -73,6 +74,8 @@ class Scheduler:
         # What /healthz names: the store's and the engine's faults as this plane meets them.
         self.faults = Faults()
         self.outages = Outages(self.faults, self._stop)
+        # The trials' ends, written together when they come together (result_writer.py).
+        self.results = ResultWriter(sessions, self.owner, self.outages)
         self._wake = threading.Event()
         self._running: dict[str, str] = {}  # trial id -> job id
         self._lock = threading.Lock()
@@ -112,6 +115,7 @@ class Scheduler:
             self._thread.join(timeout)
         self.launcher.stop_all()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.results.close()
         if isinstance(self.backend, KeepsPool):
             self.backend.close_pool()
         self.http.close()
@@ -404,10 +408,8 @@ class Scheduler:
         """Store how a trial's run ended (unless it is no longer ours to record), waiting
         out the store's faults: the run is not lost to a restarting server or a full disk.
         A write that failed left nothing behind (one transaction), so it is made again."""
-        job_id = self.outages.until_written(
-            lambda: record_result(
-                self.sessions,
-                self.owner,
+        job_id = self.results.write(
+            Ended(
                 trial_id,
                 record.result,
                 artifacts=record.artifacts,

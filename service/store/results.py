@@ -1,5 +1,10 @@
 """Recording how a trial's run ended: its result and artifacts, a retry of an infra error,
-and the job's end when nothing of it is left open."""
+and the job's end when nothing of it is left open.
+
+Several trials' ends may be written in one transaction (`record_results`): a plane whose
+trials end together writes them at once (service/scheduler/results.py), so the job's counts
+row, which every end locks, is locked once for them all rather than once each.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import dataclasses
 import hashlib
 import logging
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,6 +31,20 @@ log = logging.getLogger("examhall.store")
 RETRIED = frozenset({"infra_error", "judge_error"})
 
 
+@dataclass(frozen=True)
+class Ended:
+    """How one trial's run ended, as the plane that ran it has it."""
+
+    trial_id: str
+    result: TrialResult
+    artifacts: dict[str, bytes]
+    sandbox_id: str | None
+    wall_s: float
+    cost_usd: float | None
+    node: str | None = None
+    judge_usage: dict[str, Any] | None = None
+
+
 def record_result(
     sessions: sessionmaker[Session],
     owner: str,
@@ -38,52 +59,71 @@ def record_result(
     judge_usage: dict[str, Any] | None = None,
 ) -> str | None:
     """Store the run's result; returns its job's id, or None when its end was not ours to
-    record (see `_ending`)."""
+    record (see `_endings`)."""
+    ended = Ended(trial_id, result, artifacts, sandbox_id, wall_s, cost_usd, node, judge_usage)
+    return record_results(sessions, owner, [ended])[0]
+
+
+def record_results(
+    sessions: sessionmaker[Session], owner: str, ended: Sequence[Ended]
+) -> list[str | None]:
+    """Store several runs' results in one transaction: all of them or, on an error, none.
+    Each one's job id, in order, or None where its end was not ours to record."""
     with sessions.begin() as session:
-        ending = _ending(session, owner, trial_id)
-        if ending is None:
-            return None
-        trial, job = ending
-        trial.status = TrialStatus.FINISHED
-        trial.outcome = result.outcome
-        trial.score = result.score
-        trial.error_kind = result.error_kind
-        trial.error_message = result.error_message
-        trial.failed_step = result.failed_step
-        trial.model_requested = result.model_requested
-        trial.model_returned = result.model_returned
-        trial.tool_calls = result.tool_calls
-        trial.usage = {**dataclasses.asdict(result.usage), "cost_usd": cost_usd}
-        if judge_usage is not None:
-            trial.usage["judge"] = judge_usage  # the judge model's, apart from the agent's
-        trial.judges = [dataclasses.asdict(j) for j in result.judges]
-        trial.timings = result.timings
-        # What a comparison's report reads of the JSON above, as columns it reads by index.
-        trial.input_tokens = _count(result.usage.input_tokens)
-        trial.output_tokens = _count(result.usage.output_tokens)
-        trial.latency_s = _number(result.timings.get("run_agent"))
-        trial.cost_usd = _number(cost_usd)
-        trial.final_text = result.final_text
-        trial.system_prompt_sha256 = result.system_prompt_sha256
-        trial.limits_hit = result.limits_hit
-        trial.container_id = sandbox_id
-        trial.node = node
-        trial.finished_at = now()
-        trial.wall_s = wall_s
-        for name, content in artifacts.items():
-            session.add(
-                Artifact(
-                    trial_id=trial_id,
-                    name=name,
-                    sha256=hashlib.sha256(content).hexdigest(),
-                    size=len(content),
-                    content=content,
-                )
+        endings = _endings(session, owner, [e.trial_id for e in ended])
+        job_ids: list[str | None] = []
+        for one in ended:
+            ending = endings.get(one.trial_id)
+            if ending is None:
+                job_ids.append(None)
+                continue
+            _record(session, one, *ending)
+            job_ids.append(ending[1].id)
+        engine = session.get_bind().engine
+    if any(job_ids):
+        checkpoints.committed(engine)  # on the disk soon, like the trials' events before
+    return job_ids
+
+
+def _record(session: Session, ended: Ended, trial: Trial, job: Job) -> None:
+    result, cost_usd, judge_usage = ended.result, ended.cost_usd, ended.judge_usage
+    trial.status = TrialStatus.FINISHED
+    trial.outcome = result.outcome
+    trial.score = result.score
+    trial.error_kind = result.error_kind
+    trial.error_message = result.error_message
+    trial.failed_step = result.failed_step
+    trial.model_requested = result.model_requested
+    trial.model_returned = result.model_returned
+    trial.tool_calls = result.tool_calls
+    trial.usage = {**dataclasses.asdict(result.usage), "cost_usd": cost_usd}
+    if judge_usage is not None:
+        trial.usage["judge"] = judge_usage  # the judge model's, apart from the agent's
+    trial.judges = [dataclasses.asdict(j) for j in result.judges]
+    trial.timings = result.timings
+    # What a comparison's report reads of the JSON above, as columns it reads by index.
+    trial.input_tokens = _count(result.usage.input_tokens)
+    trial.output_tokens = _count(result.usage.output_tokens)
+    trial.latency_s = _number(result.timings.get("run_agent"))
+    trial.cost_usd = _number(cost_usd)
+    trial.final_text = result.final_text
+    trial.system_prompt_sha256 = result.system_prompt_sha256
+    trial.limits_hit = result.limits_hit
+    trial.container_id = ended.sandbox_id
+    trial.node = ended.node
+    trial.finished_at = now()
+    trial.wall_s = ended.wall_s
+    for name, content in ended.artifacts.items():
+        session.add(
+            Artifact(
+                trial_id=trial.id,
+                name=name,
+                sha256=hashlib.sha256(content).hexdigest(),
+                size=len(content),
+                content=content,
             )
-        _after(session, trial, job)
-        job_id, engine = job.id, session.get_bind().engine
-    checkpoints.committed(engine)  # on the disk soon, like the trial's events before it
-    return job_id
+        )
+    _after(session, trial, job)
 
 
 def _count(value: Any) -> int | None:
@@ -106,7 +146,7 @@ def record_infra_error(
 ) -> None:
     """The control plane itself failed while running the trial: an infra error, retried."""
     with sessions.begin() as session:
-        ending = _ending(session, owner, trial_id)
+        ending = _endings(session, owner, [trial_id]).get(trial_id)
         if ending is None:
             return
         trial, job = ending
@@ -118,9 +158,11 @@ def record_infra_error(
         _after(session, trial, job)
 
 
-def _ending(session: Session, owner: str, trial_id: str) -> tuple[Trial, Job] | None:
-    """The trial whose run ended, with its job's counts and row locked until the transaction
-    ends; None when its end is not ours to record.
+def _endings(
+    session: Session, owner: str, trial_ids: Sequence[str]
+) -> dict[str, tuple[Trial, Job]]:
+    """The trials whose runs ended, each with its job, whose counts and rows are locked
+    until the transaction ends; a trial whose end is not ours to record is left out.
 
     It is not when another plane took the trial over (we were presumed gone): that plane's
     run is the one that counts. Nor when its job was cancelled: the trial did not finish,
@@ -129,19 +171,29 @@ def _ending(session: Session, owner: str, trial_id: str) -> tuple[Trial, Job] | 
     reads the job's counts after the other committed, so the last one always sees none left
     and finishes the job. (SQLite's writers take turns anyway.)
     """
-    trial = session.get(Trial, trial_id)
-    if trial is None or trial.status != TrialStatus.RUNNING or trial.owner != owner:
-        log.warning("dropping the result of %s: this control plane no longer runs it", trial)
-        return None
-    # The job's counts row before its row: every writer locks in this order (`counts`).
-    version = counts.lock(session, [trial.job_id])[trial.job_id]
-    job = session.get(Job, trial.job_id, with_for_update=True, populate_existing=True)
-    assert job is not None
-    if job.status == JobStatus.CANCELLED:
-        drop_trials(session, [trial.id])
-        return None
-    trial.changed = version
-    return trial, job
+    trials: list[Trial] = []
+    for trial_id in trial_ids:
+        trial = session.get(Trial, trial_id)
+        if trial is None or trial.status != TrialStatus.RUNNING or trial.owner != owner:
+            log.warning("dropping the result of %s: this control plane no longer runs it", trial)
+            continue
+        trials.append(trial)
+    # The jobs' counts rows before their rows, each in id order: as every writer locks.
+    versions = counts.lock(session, (trial.job_id for trial in trials))
+    jobs: dict[str, Job] = {}
+    for job_id in sorted(versions):
+        job = session.get(Job, job_id, with_for_update=True, populate_existing=True)
+        assert job is not None
+        jobs[job_id] = job
+    endings: dict[str, tuple[Trial, Job]] = {}
+    for trial in trials:
+        job = jobs[trial.job_id]
+        if job.status == JobStatus.CANCELLED:
+            drop_trials(session, [trial.id])
+            continue
+        trial.changed = versions[trial.job_id]
+        endings[trial.id] = (trial, job)
+    return endings
 
 
 def _after(session: Session, trial: Trial, job: Job) -> None:

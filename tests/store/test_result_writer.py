@@ -1,0 +1,137 @@
+"""Trials' ends written together (service/scheduler/result_writer.py), on SQLite and
+PostgreSQL: every end of a busy plane recorded exactly once with its job's counts kept, in
+fewer transactions than ends; and one end the store refuses fails alone."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, func, select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from sandbox.protocol import TrialResult
+from service.scheduler import Scheduler
+from service.store import counts
+from service.store.models import Artifact, Job, Trial
+from service.store.results import Ended
+from tests.store.conftest import submit
+
+PASSED = TrialResult("passed", score=1.0)
+
+
+def _end(trial_id: str) -> Ended:
+    return Ended(trial_id, PASSED, {"log.txt": trial_id.encode()}, None, 0.5, None)
+
+
+def _write_together(scheduler: Scheduler, trial_ids: list[str]) -> list[Any]:
+    """Each trial's end from a thread of its own, all at once, as a plane's slots end: each
+    thread's job id, or the error it raised."""
+    start = threading.Barrier(len(trial_ids))
+
+    def one(trial_id: str) -> Any:
+        start.wait()
+        try:
+            return scheduler.results.write(_end(trial_id))
+        except Exception as exc:
+            return exc
+
+    with ThreadPoolExecutor(len(trial_ids)) as pool:
+        return list(pool.map(one, trial_ids))
+
+
+def _commits(engine: Engine) -> Callable[[], int]:
+    seen = [0]
+
+    def counted(_connection: Any) -> None:
+        seen[0] += 1
+
+    event.listen(engine, "commit", counted)
+    return lambda: seen[0]
+
+
+def test_a_busy_planes_ends_are_each_recorded_once_in_fewer_transactions(
+    engine: Engine, sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    job = submit(sessions, rounds=6)  # 24 trials
+    claimed = [c.trial_id for c in scheduler.claim(24)]
+    assert len(claimed) == 24
+    commits = _commits(engine)
+    answers = _write_together(scheduler, claimed)
+    assert answers == [job.id] * 24
+    # One transaction per end would be 24; ends that arrive while one is written share the
+    # next. Some threads start late on a loaded machine, so only "fewer" is certain.
+    assert commits() < 24
+    with sessions() as session:
+        statuses = session.scalars(select(Trial.status).where(Trial.job_id == job.id)).all()
+        artifacts = session.scalar(
+            select(func.count()).select_from(Artifact).join(Trial).where(Trial.job_id == job.id)
+        )
+        kept = counts.read(session, job.id)
+        finished = session.get(Job, job.id)
+    assert sorted(statuses) == ["finished"] * 24
+    assert artifacts == 24
+    assert kept is not None and (kept.finished, kept.passed, kept.running) == (24, 24, 0)
+    assert finished is not None and finished.status == "finished"
+    # Written again (a plane retrying after a fault it thought lost the write): not ours now.
+    assert scheduler.results.write(_end(claimed[0])) is None
+    with sessions() as session:
+        again = counts.read(session, job.id)
+    assert again is not None and again.finished == 24
+
+
+@pytest.fixture
+def refuse_one(engine: Engine) -> Callable[[str], None]:
+    """A store that refuses to finish one trial: a trigger, as a constraint of its own would."""
+
+    def refuse(trial_id: str) -> None:
+        with engine.begin() as connection:
+            if engine.dialect.name == "sqlite":
+                connection.execute(
+                    text(
+                        "CREATE TRIGGER refuse_one BEFORE UPDATE OF status ON trials "
+                        f"WHEN NEW.id = '{trial_id}' AND NEW.status = 'finished' "
+                        "BEGIN SELECT RAISE(ABORT, 'this store refuses the end'); END"
+                    )
+                )
+            else:
+                connection.execute(
+                    text(
+                        "CREATE FUNCTION refuse_one() RETURNS trigger AS $$ BEGIN "
+                        "RAISE EXCEPTION 'this store refuses the end'; END $$ LANGUAGE plpgsql"
+                    )
+                )
+                connection.execute(
+                    text(
+                        "CREATE TRIGGER refuse_one BEFORE UPDATE ON trials FOR EACH ROW "
+                        f"WHEN (NEW.id = '{trial_id}' AND NEW.status = 'finished') "
+                        "EXECUTE FUNCTION refuse_one()"
+                    )
+                )
+
+    return refuse
+
+
+def test_an_end_the_store_refuses_fails_alone(
+    sessions: sessionmaker[Session],
+    scheduler: Scheduler,
+    refuse_one: Callable[[str], None],
+) -> None:
+    job = submit(sessions, rounds=2)  # 8 trials
+    claimed = [c.trial_id for c in scheduler.claim(8)]
+    refused = claimed[3]
+    refuse_one(refused)
+    answers = dict(zip(claimed, _write_together(scheduler, claimed), strict=True))
+    assert "refuses the end" in str(answers.pop(refused))
+    assert set(answers.values()) == {job.id}
+    with sessions() as session:
+        rows = {
+            t.id: t.status for t in session.scalars(select(Trial).where(Trial.job_id == job.id))
+        }
+        kept = counts.read(session, job.id)
+    assert rows.pop(refused) == "running"  # its thread records it as the plane's failure
+    assert set(rows.values()) == {"finished"}
+    assert kept is not None and (kept.finished, kept.running) == (7, 1)
