@@ -58,30 +58,33 @@ def claim(
         chosen = by_share(heads, shares, running, limit)
         # The jobs' counts rows first (`counts.lock`): the version the claimed trials carry.
         versions = counts.lock(session, (trial.job_id for trial in chosen))
-        claimed = []
-        for trial in chosen:
-            # SQLite's reads take no lock, so another process may have claimed this row since
-            # we read it: only a write conditional on "queued" proves it is ours.
-            won = session.connection().execute(
-                update(Trial)
-                .where(Trial.id == trial.id, Trial.status == TrialStatus.QUEUED)
-                .values(
-                    status=TrialStatus.RUNNING,
-                    owner=owner,
-                    started_at=now(),
-                    changed=versions[trial.job_id],
+        # One write per job, conditional on "queued": SQLite's reads take no lock, so another
+        # process may have claimed a row since we read it, and only the rows the write
+        # changed (RETURNING) are ours.
+        won: set[str] = set()
+        for job_id, trial_ids in _by_job((t.job_id, t.id) for t in chosen).items():
+            won.update(
+                session.scalars(
+                    update(Trial)
+                    .where(Trial.id.in_(trial_ids), Trial.status == TrialStatus.QUEUED)
+                    .values(
+                        status=TrialStatus.RUNNING,
+                        owner=owner,
+                        started_at=now(),
+                        changed=versions[job_id],
+                    )
+                    .returning(Trial.id),
+                    execution_options={"synchronize_session": False},
                 )
             )
-            if won.rowcount != 1:
-                continue
-            claimed.append(Claimed(trial.id, trial.job_id))
+        claimed = [Claimed(t.id, t.job_id) for t in chosen if t.id in won]
+        for job_id, trial_ids in _by_job((c.job_id, c.trial_id) for c in claimed).items():
             # Conditional too: a cancel committed meanwhile must not be overwritten.
             session.connection().execute(
                 update(Job)
-                .where(Job.id == trial.job_id, Job.status == JobStatus.QUEUED)
+                .where(Job.id == job_id, Job.status == JobStatus.QUEUED)
                 .values(status=JobStatus.RUNNING)
             )
-        for job_id, trial_ids in _by_job((c.job_id, c.trial_id) for c in claimed).items():
             n = len(trial_ids)
             counts.add(session, job_id, {"queued": -n, "running": n})
         return claimed
