@@ -14,8 +14,8 @@ from typing import Protocol, runtime_checkable
 
 from service.images.engine import ImageEngine
 
-# The trial id on a warm pool's container (service/backends/docker/pool.py): it names no
-# trial of any store, so a reaper tells it apart and removes it once its plane is gone.
+# The trial id on a warm pool's slot (service/backends/pool_keeper.py): it names no trial
+# of any store, so a reaper tells it apart and removes it once its plane is gone.
 POOL_PREFIX = "pool-"
 
 
