@@ -223,13 +223,17 @@ class SwarmBackend(KeepsPoolOf):
             slot = self.pool.take(config, launch.trial_id)
             if slot is not None:
                 return self._watch_sandbox(slot, {"pool_take": time.monotonic() - t0})
+        placed = self.place(config, config["labels"])
+        return self._watch_sandbox(placed, placed.timings)
+
+    def place(self, config: Config, labels: dict[str, str]) -> Placed:
+        """A started service of `config` (a trial's, or a pool's slot), placed again when
+        its node could not be reached or could not start it (no code ran in it then)."""
         unreachable: list[str] = []
         failed: list[str] = []
         for _ in range(PLACEMENTS):
             try:
-                name = f"exh-{uuid.uuid4().hex[:20]}"
-                placed = self.launch_service(name, config, config["labels"])
-                return self._watch_sandbox(placed, placed.timings)
+                return self.launch_service(f"exh-{uuid.uuid4().hex[:20]}", config, labels)
             except _Unreachable as exc:
                 # The manager has not noticed yet that the node is gone: place it again.
                 unreachable.append(str(exc))

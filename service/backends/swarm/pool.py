@@ -18,7 +18,6 @@ if its node is ready, not one the backend avoids, and its container still runs.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,8 +45,9 @@ class Placed:
 
 def service_pool(backend: SwarmBackend, *, size: int, idle_s: float) -> PoolKeeper[Placed]:
     def start(config: Config) -> Placed:
-        name = f"exh-{uuid.uuid4().hex[:20]}"
-        return backend.launch_service(name, config, slot_labels(config["labels"]))
+        # Placed again as a trial is when a node fails to start it (a node that has not yet
+        # made the sandboxes' network refuses a first container on it now and then).
+        return backend.place(config, slot_labels(config["labels"]))
 
     def discard(slot: Placed) -> None:
         with contextlib.suppress(Exception):
