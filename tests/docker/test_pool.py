@@ -82,8 +82,10 @@ def slots(
     client: docker.DockerClient, backend: DockerBackend
 ) -> list[docker.models.containers.Container]:
     """The pool containers of `backend`'s owner, taken or not."""
+    # One the pool removes while listed is skipped (a full listing inspects each).
     return client.containers.list(
         all=True,
+        ignore_removed=True,
         filters={
             "label": [
                 f"{LABEL_POOL}=1",
