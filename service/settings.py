@@ -308,19 +308,20 @@ class Settings(BaseSettings):
     direct_network: str = Field(
         default="bridge", description="the Docker network of direct-credentials trials"
     )
-    # The Docker backend's warm pool (service/backends/docker/pool.py); 0 keeps it off.
+    # The warm pool (service/backends/pool_keeper.py), of the Docker backend's containers and
+    # the Swarm backend's services; 0 keeps it off.
     pool_size: int = Field(
         default=0,
         ge=0,
-        description="containers the Docker backend keeps started ahead for each sandbox "
-        "configuration a team's trials use, within the box's cap and the team's (0: no pool, "
-        "each trial starts its own)",
+        description="sandboxes (the Docker backend's containers, the Swarm backend's services) "
+        "kept started ahead for each sandbox configuration a team's trials use, within the "
+        "box's cap and the team's (0: no pool, each trial starts its own)",
     )
     pool_idle_s: float = Field(
         default=60.0,
         gt=0,
         description="seconds without a trial of a configuration after which the pool removes "
-        "its containers of it",
+        "its sandboxes of it",
     )
     # The front door: what one request may ask of the box, how the UI's sessions behave.
     # Listing an uploaded suite imports it in a container; an import is quick, so a slow

@@ -14,8 +14,8 @@ from typing import Protocol, runtime_checkable
 
 from service.images.engine import ImageEngine
 
-# The trial id on a warm pool's container (service/backends/docker/pool.py): it names no
-# trial of any store, so a reaper tells it apart and removes it once its plane is gone.
+# The trial id on a warm pool's slot (service/backends/pool_keeper.py): it names no trial
+# of any store, so a reaper tells it apart and removes it once its plane is gone.
 POOL_PREFIX = "pool-"
 
 
@@ -50,7 +50,7 @@ class LaunchSpec:
     cpus: float | None = None
     workspace_bytes: int | None = None
     # The team whose trial (or listing) this is; None for an admin's. A warm pool keeps its
-    # containers per team, within the team's cap (service/backends/docker/pool.py).
+    # slots per team, within the team's cap (service/backends/pool_keeper.py).
     team_id: str | None = None
 
 

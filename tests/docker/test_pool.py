@@ -17,7 +17,7 @@ import docker
 import docker.errors
 import pytest
 
-from service.backends.base import POOL_PREFIX, LaunchSpec
+from service.backends.base import POOL_PREFIX, LaunchSpec, SandboxBackend
 from service.backends.docker import (
     LABEL_OWNER,
     LABEL_SCOPE,
@@ -82,8 +82,10 @@ def slots(
     client: docker.DockerClient, backend: DockerBackend
 ) -> list[docker.models.containers.Container]:
     """The pool containers of `backend`'s owner, taken or not."""
+    # One the pool removes while listed is skipped (a full listing inspects each).
     return client.containers.list(
         all=True,
+        ignore_removed=True,
         filters={
             "label": [
                 f"{LABEL_POOL}=1",
@@ -138,14 +140,7 @@ def test_a_waiting_slot_ran_no_suite_code_and_holds_no_credential(
 ) -> None:
     warm(pooled, 1)
     [slot] = slots(docker_client, pooled)
-    # Its worker is up: the init, the root supervisor and its child, which drops to the
-    # sandbox user only once it has a request. Nothing else has run, as nothing else runs.
-    wait_until(lambda: len(slot.top()["Processes"]) == 3, 10)
-    processes = slot.top(ps_args="-o pid,uid,args")["Processes"]
-    assert [uid for _, uid, _ in processes] == ["0", "0", "0"]
-    assert [args.split("--")[-1].strip() for _, _, args in processes] == [
-        "python3 -P -S -m sandbox.worker"
-    ] * 3
+    assert_only_the_worker_waits(slot)
     # Its environment is the one any trial's container starts with: no key. Credentials
     # reach a trial in its request (or through the control plane's gateway), after the take.
     own = docker_client.containers.create(**backend.container_config(LaunchSpec("own", "t")))
@@ -161,6 +156,18 @@ def test_a_waiting_slot_ran_no_suite_code_and_holds_no_credential(
     # Its labels let the reaper find it, under a trial id that names no trial.
     assert slot.labels[LABEL_TRIAL].startswith(POOL_PREFIX)
     assert slot.labels[LABEL_OWNER] == pooled.owner
+
+
+def assert_only_the_worker_waits(container: docker.models.containers.Container) -> None:
+    """A waiting slot's worker is up: the init, the root supervisor and its child, which
+    drops to the sandbox user only once it has a request. Nothing else has run, as nothing
+    else runs."""
+    wait_until(lambda: len(container.top()["Processes"]) == 3, 10)
+    processes = container.top(ps_args="-o pid,uid,args")["Processes"]
+    assert [uid for _, uid, _ in processes] == ["0", "0", "0"]
+    assert [args.split("--")[-1].strip() for _, _, args in processes] == [
+        "python3 -P -S -m sandbox.worker"
+    ] * 3
 
 
 def test_an_idle_pool_drains_to_zero(
@@ -300,9 +307,15 @@ def test_a_probes_attacks_fail_in_a_pooled_container(pooled: DockerBackend, prob
     """The security probes (evals/probes.py), each in a container the pool started ahead: the
     same attacks refused, and the canary credential, sent with the request, nowhere."""
     warm(pooled, 1)
+    assert_attack_fails_pooled(pooled, probe)
+
+
+def assert_attack_fails_pooled(backend: SandboxBackend, probe: str) -> None:
+    """One security probe in a trial that must run in a slot its pool started ahead (the
+    Swarm backend's pool runs them too: tests/swarm/test_swarm_pool.py)."""
 
     def trial(*args: Any, **kwargs: Any) -> TrialRecord:
-        record = run_suite_trial(pooled, *args, **kwargs)
+        record = run_suite_trial(backend, *args, **kwargs)
         assert record.sandbox is not None and "pool_take" in record.sandbox.timings
         return record
 

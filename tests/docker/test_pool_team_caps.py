@@ -1,4 +1,4 @@
-"""The warm pool within the teams' caps (service/backends/docker/pool.py): what it holds for a
+"""The warm pool within the teams' caps (service/backends/pool_keeper.py): what it holds for a
 capped team's trials is at most what that team may still start box-wide, its cap less its
 running trials as the queue counts them (a real SQLite store, trials claimed by another
 plane), while an uncapped team's configuration fills to the pool's size; a cap lowered while

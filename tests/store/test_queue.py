@@ -252,7 +252,7 @@ def test_a_jobs_concurrency_and_its_teams_cap_bind_together(
 def test_a_teams_room_for_the_warm_pool_is_what_the_claim_would_leave_it(
     sessions: sessionmaker[Session], scheduler: Scheduler
 ) -> None:
-    """What the pool may hold for a capped team (service/backends/docker/pool.py): its cap
+    """What the pool may hold for a capped team (service/backends/pool_keeper.py): its cap
     less every plane's running trials of it and this plane's listings of it."""
     with sessions.begin() as session:
         capped = create_team(session, "capped", max_containers=3).id

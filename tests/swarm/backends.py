@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import docker
 
@@ -13,16 +14,24 @@ from tests.swarm.cluster import Cluster
 
 
 def swarm_backend(
-    cluster: Cluster, local: docker.DockerClient, sandbox_image: str, scope: str | None = None
+    cluster: Cluster,
+    local: docker.DockerClient,
+    sandbox_image: str,
+    scope: str | None = None,
+    **settings: Any,
 ) -> SwarmBackend:
     """A backend whose manager is the cluster's node-1 and whose images go through the
-    cluster's registry, with a scope of its own (its reaps touch only what it started)."""
+    cluster's registry, with a scope of its own (its reaps touch only what it started), and
+    any other of its `settings` (a warm pool's)."""
     publisher = ImagePublisher(local, cluster.registry_push, cluster.registry_pull)
     image = publisher.publish(sandbox_image)
-    settings = SwarmSettings(
-        image=image, scope=scope or f"tests-{uuid.uuid4().hex[:12]}", local_image=sandbox_image
+    config = SwarmSettings(
+        image=image,
+        scope=scope or f"tests-{uuid.uuid4().hex[:12]}",
+        local_image=sandbox_image,
+        **settings,
     )
-    return SwarmBackend(settings, connect(cluster.manager_url), publisher)
+    return SwarmBackend(config, connect(cluster.manager_url), publisher)
 
 
 def leftovers(backend: SwarmBackend, cluster: Cluster, timeout_s: float = 30.0) -> list[str]:

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from service.backends.docker.hardening import (
 )
 from service.backends.docker.pool import ContainerPool
 from service.backends.docker.removal import remove
+from service.backends.pool_keeper import KeepsPoolOf
 from service.images.docker_engine import DockerImageEngine
 from service.images.engine import ImageEngine
 from service.owners import instance_id
@@ -117,7 +118,7 @@ class DockerSandbox:
         remove(self.container)
 
 
-class DockerBackend:
+class DockerBackend(KeepsPoolOf):
     name = "docker"
 
     def __init__(
@@ -190,17 +191,6 @@ class DockerBackend:
             task_dirs=launch.image is not None,
             engine_confinement=s.engine_confinement,
         )
-
-    def limit_pool(
-        self, room: Callable[[], int], team_room: Callable[[], Mapping[str, int]] | None = None
-    ) -> None:
-        if self.pool is not None:
-            self.pool.room = room
-            self.pool.team_room = team_room
-
-    def close_pool(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
 
     def build_engine(self) -> tuple[ImageEngine, str]:
         return DockerImageEngine(self.client), self.image

@@ -9,6 +9,9 @@ it can reach the control plane or anything else: the control plane comes to it.
 
 A sandbox whose node goes down or is drained while it runs is lost: `wait` says so, and the
 trial's attempt is an `infra_error`, run again on a node that is up.
+
+With a warm pool (pool.py, `EXAMHALL_POOL_SIZE`), a trial may take a service of its own
+configuration that was started ahead, placed and attached, whose worker waits for its request.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from service.backends.docker.hardening import (
     LABEL_TRIAL,
     WORKER_CAPS,
 )
+from service.backends.pool_keeper import Config, KeepsPoolOf, PoolKeeper
 from service.backends.swarm.images import ImagePublisher
 from service.backends.swarm.nodes import (
     Node,
@@ -53,10 +57,12 @@ from service.backends.swarm.nodes import (
     node_statuses,
     read_nodes,
 )
+from service.backends.swarm.pool import Placed, service_pool
 from service.backends.swarm.spec import task_template, volume_names
 from service.images.docker_engine import DockerImageEngine
 from service.images.engine import ImageEngine
 from service.owners import instance_id
+from service.settings import get_settings
 
 # The network every sandbox joins, on each node: see `_network`.
 SANDBOX_NETWORK = "examhall-sandboxes"
@@ -100,6 +106,9 @@ class SwarmSettings:
     local_image: str | None = None
     # From create to a running container: a node new to an image pulls it first.
     place_timeout_s: float = 120.0
+    # Services kept started ahead for each configuration trials use (pool.py); 0: none.
+    pool_size: int = field(default_factory=lambda: get_settings().pool_size)
+    pool_idle_s: float = field(default_factory=lambda: get_settings().pool_idle_s)
 
 
 class SwarmSandbox:
@@ -174,7 +183,7 @@ class SwarmSandbox:
         self.backend.remove_sandbox(self.id, {} if down else {self.node_id: self.engine})
 
 
-class SwarmBackend:
+class SwarmBackend(KeepsPoolOf):
     name = "swarm"
 
     def __init__(
@@ -201,19 +210,32 @@ class SwarmBackend:
         self._avoiding: dict[str, float] = {}
         self._network_ready = False
         threading.Thread(target=self._watch, name="examhall-swarm-watch", daemon=True).start()
+        self.pool: PoolKeeper[Placed] | None = None
+        if settings.pool_size > 0:
+            self.pool = service_pool(self, size=settings.pool_size, idle_s=settings.pool_idle_s)
 
     # --- starting -------------------------------------------------------------------------
 
     def start(self, launch: LaunchSpec) -> SwarmSandbox:
+        config = self.service_config(launch)
+        if self.pool is not None:
+            t0 = time.monotonic()
+            slot = self.pool.take(config, launch.trial_id, launch.team_id)
+            if slot is not None:
+                return self._watch_sandbox(slot, {"pool_take": time.monotonic() - t0})
+        placed = self.place(config, config["labels"])
+        return self._watch_sandbox(placed, placed.timings)
+
+    def place(self, config: Config, labels: dict[str, str]) -> Placed:
+        """A started service of `config` (a trial's, or a pool's slot), placed again when
+        its node could not be reached or could not start it (no code ran in it then)."""
         unreachable: list[str] = []
         failed: list[str] = []
         for _ in range(PLACEMENTS):
             try:
-                return self._start(launch)
+                return self.launch_service(f"exh-{uuid.uuid4().hex[:20]}", config, labels)
             except _Unreachable as exc:
-                # The manager has not noticed yet that the node is gone (it takes a few
-                # heartbeats): keep trials off it meanwhile, and place this one again.
-                self._avoid(exc.node_id)
+                # The manager has not noticed yet that the node is gone: place it again.
                 unreachable.append(str(exc))
             except _StartFailed as exc:
                 failed.append(str(exc))
@@ -224,24 +246,41 @@ class SwarmBackend:
             )
         raise SandboxError(f"No swarm node Swarm chose could be reached: {'; '.join(unreachable)}")
 
-    def _start(self, launch: LaunchSpec) -> SwarmSandbox:
-        name = f"exh-{uuid.uuid4().hex[:20]}"
-        labels = self._labels(launch)
-        touched: dict[str, docker.DockerClient] = {}
-        t0 = time.monotonic()
+    def service_config(self, launch: LaunchSpec) -> Config:
+        """What a trial's service is made of, all but its name: a warm pool's key, and the
+        inputs of its task template (`launch_service`)."""
         try:
             network = self._network(launch.egress)
             image = self.publisher.publish(launch.image) if launch.image else self.image
+        except SandboxError:
+            raise
+        except Exception as exc:
+            raise SandboxError(f"The trial's swarm service could not start: {exc}") from exc
+        return {
+            "image": image,
+            "resources": self._resources(launch),
+            "network": network,
+            "cut_network": not launch.egress,
+            "task_dirs": launch.image is not None,
+            "labels": self._labels(launch),
+        }
+
+    def launch_service(self, name: str, config: Config, labels: dict[str, str]) -> Placed:
+        """A started service `name` of `config` with `labels`, its container attached; on
+        failure nothing of it is left."""
+        touched: dict[str, docker.DockerClient] = {}
+        t0 = time.monotonic()
+        try:
             template = task_template(
                 sandbox=name,
-                image=image,
-                resources=self._resources(launch),
-                network=network,
-                cut_network=not launch.egress,
+                image=config["image"],
+                resources=config["resources"],
+                network=config["network"],
+                cut_network=config["cut_network"],
                 caps=list(WORKER_CAPS),
                 labels=labels,
-                task_dirs=launch.image is not None,
-                avoid=self._avoided(),
+                task_dirs=config["task_dirs"],
+                avoid=self.avoided(),
             )
             self.swarm.create_service(
                 template, name=name, labels=labels, mode={"Replicated": {"Replicas": 1}}
@@ -255,7 +294,10 @@ class SwarmBackend:
                 touched[node] = engine
                 raise
             except Exception as exc:  # no answer from the node's engine at all
+                # The manager has not noticed yet that the node is gone (it takes a few
+                # heartbeats): keep trials, and the pool's services, off it meanwhile.
                 self.engines.forget(node)
+                self._avoid(node)
                 raise _Unreachable(node, f"{self.node_name(node)}: {exc}") from exc
             touched[node] = engine
             t2 = time.monotonic()
@@ -265,9 +307,13 @@ class SwarmBackend:
                 raise
             raise SandboxError(f"The trial's swarm service could not start: {exc}") from exc
         timings = {"create": t1 - t0, "place": t2 - t1}
-        sandbox = SwarmSandbox(self, name, node, engine, container_id, channel, timings)
+        return Placed(name, node, engine, container_id, channel, timings)
+
+    def _watch_sandbox(self, placed: Placed, timings: dict[str, float]) -> SwarmSandbox:
+        p = placed
+        sandbox = SwarmSandbox(self, p.name, p.node, p.engine, p.container_id, p.channel, timings)
         with self._lock:
-            self._watched[name] = sandbox
+            self._watched[p.name] = sandbox
         self._wake.set()
         return sandbox
 
@@ -279,7 +325,7 @@ class SwarmBackend:
         with self._lock:
             self._avoiding[node_id] = time.monotonic() + AVOID_S
 
-    def _avoided(self) -> list[str]:
+    def avoided(self) -> list[str]:
         now = time.monotonic()
         with self._lock:
             self._avoiding = {n: until for n, until in self._avoiding.items() if until > now}
@@ -535,9 +581,15 @@ class SwarmBackend:
         labels = [LABEL_TRIAL]
         if self.settings.scope is not None:
             labels.append(f"{LABEL_SCOPE}={self.settings.scope}")
-        services = self.swarm.services(filters={"label": labels})
+        listed_at = time.monotonic()
+        services = {s["Spec"]["Name"]: s for s in self.swarm.services(filters={"label": labels})}
+        if self.pool is not None:
+            self.pool.prune(set(services), listed_at)
         found = [
-            _Found(*_trial_and_owner(s["Spec"].get("Labels")), s["Spec"]["Name"]) for s in services
+            _Found(self._trial_of(name, s["Spec"].get("Labels")), _owner(s), name)
+            for name, s in services.items()
+            # A slot of this plane's pool not yet taken is kept: it waits for a trial.
+            if self.pool is None or not self.pool.holds(name)
         ]
         chosen: Sequence[FoundSandbox] = policy(found)
         removed = []
@@ -546,6 +598,12 @@ class SwarmBackend:
             if self.remove_sandbox(sandbox.name, {}):
                 removed.append(sandbox.trial_id)
         return removed
+
+    def _trial_of(self, name: str, labels: dict[str, str] | None) -> str:
+        """The trial a service runs: its label, or for a slot this plane's pool gave a
+        trial, that trial (a service's labels are set when it starts, as the container's)."""
+        taken = self.pool.trial_of(name) if self.pool is not None else None
+        return taken or str((labels or {}).get(LABEL_TRIAL, ""))
 
 
 def _left(node_id: str) -> str:
@@ -556,9 +614,8 @@ def _unready(name: str, state: str) -> str:
     return f"Swarm node {name} was {state} during the trial."
 
 
-def _trial_and_owner(labels: dict[str, str] | None) -> tuple[str, str]:
-    labels = labels or {}
-    return labels.get(LABEL_TRIAL, ""), labels.get(LABEL_OWNER, "")
+def _owner(service: dict[str, Any]) -> str:
+    return str((service["Spec"].get("Labels") or {}).get(LABEL_OWNER, ""))
 
 
 @dataclass(frozen=True)
