@@ -12,8 +12,9 @@ import dataclasses
 import hashlib
 import logging
 import math
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -72,13 +73,16 @@ def record_results(
     with sessions.begin() as session:
         endings = _endings(session, owner, [e.trial_id for e in ended])
         job_ids: list[str | None] = []
+        changes = _Changes()
         for one in ended:
             ending = endings.get(one.trial_id)
             if ending is None:
                 job_ids.append(None)
                 continue
             _record(session, one, *ending)
+            changes.add(session, *ending)
             job_ids.append(ending[1].id)
+        changes.write(session)
         engine = session.get_bind().engine
     if any(job_ids):
         checkpoints.committed(engine)  # on the disk soon, like the trials' events before
@@ -123,7 +127,6 @@ def _record(session: Session, ended: Ended, trial: Trial, job: Job) -> None:
                 content=content,
             )
         )
-    _after(session, trial, job)
 
 
 def _count(value: Any) -> int | None:
@@ -155,7 +158,9 @@ def record_infra_error(
         trial.error_kind = "infra_error"
         trial.error_message = message
         trial.finished_at = now()
-        _after(session, trial, job)
+        changes = _Changes()
+        changes.add(session, trial, job)
+        changes.write(session)
 
 
 def _endings(
@@ -196,35 +201,55 @@ def _endings(
     return endings
 
 
-def _after(session: Session, trial: Trial, job: Job) -> None:
-    """Retry an infra error, or a judge model's failure, as a new attempt (both within the
-    job's max_infra_retries); finish the job when nothing is left."""
-    tallies.add(session, job.id, tallies.of_trial(trial))
-    retried = trial.error_kind in RETRIED and trial.attempt <= job.max_infra_retries
-    if retried:
-        # The planned trial's latest attempt is the new, queued one.
-        deltas = {"running": -1, "queued": 1, "attempts": 1}
-    else:
-        deltas = {"running": -1, **counts.contribution(TrialStatus.FINISHED, trial.outcome)}
-    counts.add(session, job.id, deltas)
-    if retried:
-        session.add(
-            queued_trial(
-                job.id,
-                trial.case_id,
-                trial.variant,
-                trial.round,
-                trial.order,
-                trial.attempt + 1,
-                image=trial.image,
-                image_digest=trial.image_digest,
+@dataclass
+class _Changes:
+    """What the ends recorded in one transaction change of their jobs' counts and tallies,
+    summed per job and written once each (`write`): one UPDATE of a job's counts row for
+    all its trials that ended together."""
+
+    jobs: dict[str, Job] = field(default_factory=dict)
+    deltas: dict[str, Counter[str]] = field(default_factory=dict)
+    tallies: dict[str, Counter[tuple[str, str, str]]] = field(default_factory=dict)
+    passed: dict[str, Counter[tuple[str, str, str]]] = field(default_factory=dict)
+
+    def add(self, session: Session, trial: Trial, job: Job) -> None:
+        """A trial's end: retry an infra error, or a judge model's failure, as a new attempt
+        (both within the job's max_infra_retries); else count its outcome."""
+        self.jobs[job.id] = job
+        for key, (passed, count) in tallies.of_trial(trial).items():
+            self.passed.setdefault(job.id, Counter())[key] += passed
+            self.tallies.setdefault(job.id, Counter())[key] += count
+        retried = trial.error_kind in RETRIED and trial.attempt <= job.max_infra_retries
+        if retried:
+            # The planned trial's latest attempt is the new, queued one.
+            deltas = {"running": -1, "queued": 1, "attempts": 1}
+            session.add(
+                queued_trial(
+                    job.id,
+                    trial.case_id,
+                    trial.variant,
+                    trial.round,
+                    trial.order,
+                    trial.attempt + 1,
+                    image=trial.image,
+                    image_digest=trial.image_digest,
+                )
             )
-        )
-        return
-    # The job's counts, locked since `_ending`, say whether anything is left open: every
-    # trial that finished before us has committed its change to them, and none can start.
-    kept = counts.read(session, job.id)
-    assert kept is not None
-    if kept.settled:
-        job.status = JobStatus.FINISHED
-        job.finished_at = now()
+        else:
+            deltas = {"running": -1, **counts.contribution(TrialStatus.FINISHED, trial.outcome)}
+        self.deltas.setdefault(job.id, Counter()).update(deltas)
+
+    def write(self, session: Session) -> None:
+        """Each job's summed changes; finish a job when nothing of it is left open."""
+        for job_id in sorted(self.jobs):
+            job, passed = self.jobs[job_id], self.passed.get(job_id, Counter())
+            tallied = self.tallies.get(job_id, Counter())
+            tallies.add(session, job_id, {key: (passed[key], n) for key, n in tallied.items()})
+            counts.add(session, job_id, self.deltas[job_id])
+            # The job's counts, locked since `_endings`, say whether anything is left open:
+            # every trial that ended before these has committed its change, none can start.
+            kept = counts.read(session, job_id)
+            assert kept is not None
+            if kept.settled:
+                job.status = JobStatus.FINISHED
+                job.finished_at = now()

@@ -1,6 +1,7 @@
 """Trials' ends written together (service/scheduler/result_writer.py), on SQLite and
-PostgreSQL: every end of a busy plane recorded exactly once with its job's counts kept, in
-fewer transactions than ends; and one end the store refuses fails alone."""
+PostgreSQL: every end of a busy plane recorded exactly once with its job's counts and
+tallies kept as a recount finds them, in fewer transactions than ends; an infra error among
+them queued again; and one end the store refuses fails alone."""
 
 from __future__ import annotations
 
@@ -13,34 +14,46 @@ import pytest
 from sqlalchemy import Engine, event, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from sandbox.protocol import TrialResult
+from sandbox.protocol import JudgeScore, TrialResult
 from service.scheduler import Scheduler
-from service.store import counts
+from service.store import counts, tallies
 from service.store.models import Artifact, Job, Trial
 from service.store.results import Ended
 from tests.store.conftest import submit
 
 PASSED = TrialResult("passed", score=1.0)
+INFRA = TrialResult("error", error_kind="infra_error", error_message="the node went away")
 
 
-def _end(trial_id: str) -> Ended:
-    return Ended(trial_id, PASSED, {"log.txt": trial_id.encode()}, None, 0.5, None)
+def _judged(n: int) -> TrialResult:
+    """A scored end whose judges and model differ from trial to trial, so that the tallies
+    of a transaction's ends are sums of different things."""
+    return TrialResult(
+        "passed" if n % 3 else "failed",
+        score=1.0 if n % 3 else 0.0,
+        judges=[JudgeScore("exact", float(n % 3 > 0)), JudgeScore("length", float(n % 2))],
+        model_returned=f"model-{n % 2}",
+    )
 
 
-def _write_together(scheduler: Scheduler, trial_ids: list[str]) -> list[Any]:
+def _end(trial_id: str, result: TrialResult = PASSED) -> Ended:
+    return Ended(trial_id, result, {"log.txt": trial_id.encode()}, None, 0.5, None)
+
+
+def _write_together(scheduler: Scheduler, ends: list[Ended]) -> list[Any]:
     """Each trial's end from a thread of its own, all at once, as a plane's slots end: each
     thread's job id, or the error it raised."""
-    start = threading.Barrier(len(trial_ids))
+    start = threading.Barrier(len(ends))
 
-    def one(trial_id: str) -> Any:
+    def one(ended: Ended) -> Any:
         start.wait()
         try:
-            return scheduler.results.write(_end(trial_id))
+            return scheduler.results.write(ended)
         except Exception as exc:
             return exc
 
-    with ThreadPoolExecutor(len(trial_ids)) as pool:
-        return list(pool.map(one, trial_ids))
+    with ThreadPoolExecutor(len(ends)) as pool:
+        return list(pool.map(one, ends))
 
 
 def _commits(engine: Engine) -> Callable[[], int]:
@@ -60,7 +73,7 @@ def test_a_busy_planes_ends_are_each_recorded_once_in_fewer_transactions(
     claimed = [c.trial_id for c in scheduler.claim(24)]
     assert len(claimed) == 24
     commits = _commits(engine)
-    answers = _write_together(scheduler, claimed)
+    answers = _write_together(scheduler, [_end(t, _judged(n)) for n, t in enumerate(claimed)])
     assert answers == [job.id] * 24
     # One transaction per end would be 24; ends that arrive while one is written share the
     # next. Some threads start late on a loaded machine, so only "fewer" is certain.
@@ -72,10 +85,18 @@ def test_a_busy_planes_ends_are_each_recorded_once_in_fewer_transactions(
         )
         kept = counts.read(session, job.id)
         finished = session.get(Job, job.id)
+        tallied = tallies.read(session, job.id)
+    with sessions.begin() as session:
+        counts.recount(session, job.id)  # the tallies afresh from the trials, as stored
+    with sessions() as session:
+        afresh = tallies.read(session, job.id)
     assert sorted(statuses) == ["finished"] * 24
     assert artifacts == 24
-    assert kept is not None and (kept.finished, kept.passed, kept.running) == (24, 24, 0)
+    assert kept is not None and (kept.finished, kept.passed, kept.running) == (24, 16, 0)
     assert finished is not None and finished.status == "finished"
+    assert tallied == afresh and tallied is not None
+    exact = [row for row in tallied if row[0] == "judge" and row[2] == "exact"]
+    assert [row[3:] for row in exact] == [(16, 24)], tallied
     # Written again (a plane retrying after a fault it thought lost the write): not ours now.
     assert scheduler.results.write(_end(claimed[0])) is None
     with sessions() as session:
@@ -124,7 +145,8 @@ def test_an_end_the_store_refuses_fails_alone(
     claimed = [c.trial_id for c in scheduler.claim(8)]
     refused = claimed[3]
     refuse_one(refused)
-    answers = dict(zip(claimed, _write_together(scheduler, claimed), strict=True))
+    ends = [_end(trial_id) for trial_id in claimed]
+    answers = dict(zip(claimed, _write_together(scheduler, ends), strict=True))
     assert "refuses the end" in str(answers.pop(refused))
     assert set(answers.values()) == {job.id}
     with sessions() as session:
@@ -135,3 +157,31 @@ def test_an_end_the_store_refuses_fails_alone(
     assert rows.pop(refused) == "running"  # its thread records it as the plane's failure
     assert set(rows.values()) == {"finished"}
     assert kept is not None and (kept.finished, kept.running) == (7, 1)
+
+
+def test_infra_errors_among_ends_written_together_are_queued_again(
+    sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    job = submit(sessions, rounds=2)  # 8 trials
+    claimed = [c.trial_id for c in scheduler.claim(8)]
+    lost = set(claimed[::3])  # three of them: their sandboxes were lost
+    ends = [_end(t, INFRA if t in lost else PASSED) for t in claimed]
+    assert _write_together(scheduler, ends) == [job.id] * 8
+    with sessions() as session:
+        kept = counts.read(session, job.id)
+        afresh = counts.count_trials(session, job.id)
+        queued = session.scalars(
+            select(Trial).where(Trial.job_id == job.id, Trial.status == "queued")
+        ).all()
+        status = session.scalar(select(Job.status).where(Job.id == job.id))
+    assert kept is not None and {name: getattr(kept, name) for name in afresh} == afresh
+    assert (kept.attempts, kept.queued, kept.finished, kept.passed) == (11, 3, 5, 5)
+    assert sorted((t.order, t.attempt) for t in queued) == sorted(
+        (t.order, 2) for t in _claimed_rows(sessions, lost)
+    )
+    assert status == "running"  # three attempts to run: not finished
+
+
+def _claimed_rows(sessions: sessionmaker[Session], trial_ids: set[str]) -> list[Trial]:
+    with sessions() as session:
+        return list(session.scalars(select(Trial).where(Trial.id.in_(trial_ids))))
