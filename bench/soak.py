@@ -5,13 +5,15 @@ along the way; then every trial is checked scored exactly once and nothing left 
     PYTHONPATH=. python3 bench/soak.py [--trials 5000] [--slots 6] [--pool 2] [--postgres URL]
 
 The swarm is tests/swarm/cluster.py's (nested engines on this host); the job is the smoke
-suite with the simulated model at p=1, so every trial that runs to its end passes. At a
+suite's four cases in two variants of the simulated model at p=1 (a job has at most 1,000
+rounds), so every trial that runs to its end passes. At a
 quarter of the trials finished node-3 is killed (SIGKILL to its engine and every sandbox on
 it: its trials are lost, recorded as infra errors and run again elsewhere), at a half node-2
 is drained (its running trials are let finish; Swarm places nothing new there), and at three
 quarters node-2 is made active again. Checked at the end, against the store and the swarm:
 
-- the job finished, and each (case, round) has exactly one scored attempt, which passed;
+- the job finished, and each (variant, case, round) has exactly one scored attempt, which
+  passed;
 - every other attempt is an infra error (a lost sandbox), each followed by a new attempt;
 - the job's kept counts equal its trials counted afresh;
 - no service, network, container or volume of the run is left on the swarm once the plane
@@ -59,7 +61,10 @@ def _trials(server: Server, job_id: str) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace, cluster: Cluster, host: docker.DockerClient) -> dict[str, Any]:
     image = sandbox_image()
     backend = swarm_backend(cluster, host, image, pool_size=args.pool)
-    rounds = max(1, args.trials // 4)  # the smoke suite has four cases
+    # The smoke suite's four cases in two variants of the same model (a job's rounds are
+    # capped at 1,000).
+    rounds = max(1, args.trials // 8)
+    model = {"provider": "simulated", "id": "coin?p=1"}
     events: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="examhall-soak-") as scratch:
         url = args.postgres or f"sqlite:///{scratch}/soak.db"
@@ -72,7 +77,9 @@ def run(args: argparse.Namespace, cluster: Cluster, host: docker.DockerClient) -
 
         try:
             created = server.submit(
-                suite="smoke", model={"provider": "simulated", "id": "coin?p=1"}, rounds=rounds
+                suite="smoke",
+                variants={"a": {"model": model}, "b": {"model": model}},
+                rounds=rounds,
             )
             job_id, planned = created["id"], created["planned_trials"]
             mark(f"submitted job {job_id}: {planned} trials, {args.slots} at once")
@@ -115,17 +122,19 @@ def run(args: argparse.Namespace, cluster: Cluster, host: docker.DockerClient) -
     left = leftovers(backend, cluster, timeout_s=60)
 
     scored = [t for t in trials if t["outcome"] in ("passed", "failed")]
-    per_slot = Counter((t["case_id"], t["round"]) for t in scored)
+    per_slot = Counter((t["variant"], t["case_id"], t["round"]) for t in scored)
     others = [t for t in trials if t["outcome"] not in ("passed", "failed")]
     checks = {
         "job finished": job["status"] == "finished",
-        "every (case, round) scored exactly once": len(per_slot) == planned
+        "every (variant, case, round) scored exactly once": len(per_slot) == planned
         and set(per_slot.values()) == {1},
         "every scored trial passed": all(t["outcome"] == "passed" for t in scored),
         "every other attempt an infra error": all(t["error_kind"] == "infra_error" for t in others),
         "kept counts equal the trials counted afresh": kept is not None
         and {k: getattr(kept, k) for k in afresh} == afresh,
-        "the report counts every planned trial scored": report["variants"][0]["scored_trials"]
+        "the report counts every planned trial scored": sum(
+            v["scored_trials"] for v in report["variants"]
+        )
         == planned,
         "nothing left on the swarm": not left,
     }
