@@ -79,6 +79,7 @@ def run(args: argparse.Namespace, cluster: Cluster, host: docker.DockerClient) -
             created = server.submit(
                 suite="smoke",
                 variants={"a": {"model": model}, "b": {"model": model}},
+                baseline="a",
                 rounds=rounds,
             )
             job_id, planned = created["id"], created["planned_trials"]
