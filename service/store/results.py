@@ -2,7 +2,7 @@
 and the job's end when nothing of it is left open.
 
 Several trials' ends may be written in one transaction (`record_results`): a plane whose
-trials end together writes them at once (service/scheduler/results.py), so the job's counts
+trials end together writes them at once (service/scheduler/result_writer.py), so the job's counts
 row, which every end locks, is locked once for them all rather than once each.
 """
 
@@ -209,16 +209,17 @@ class _Changes:
 
     jobs: dict[str, Job] = field(default_factory=dict)
     deltas: dict[str, Counter[str]] = field(default_factory=dict)
-    tallies: dict[str, Counter[tuple[str, str, str]]] = field(default_factory=dict)
-    passed: dict[str, Counter[tuple[str, str, str]]] = field(default_factory=dict)
+    # job -> tally key -> (passed, count), as `tallies.add` takes them
+    tallies: dict[str, dict[tuple[str, str, str], tuple[int, int]]] = field(default_factory=dict)
 
     def add(self, session: Session, trial: Trial, job: Job) -> None:
         """A trial's end: retry an infra error, or a judge model's failure, as a new attempt
         (both within the job's max_infra_retries); else count its outcome."""
         self.jobs[job.id] = job
+        summed = self.tallies.setdefault(job.id, {})
         for key, (passed, count) in tallies.of_trial(trial).items():
-            self.passed.setdefault(job.id, Counter())[key] += passed
-            self.tallies.setdefault(job.id, Counter())[key] += count
+            before_passed, before_count = summed.get(key, (0, 0))
+            summed[key] = (before_passed + passed, before_count + count)
         retried = trial.error_kind in RETRIED and trial.attempt <= job.max_infra_retries
         if retried:
             # The planned trial's latest attempt is the new, queued one.
@@ -242,9 +243,8 @@ class _Changes:
     def write(self, session: Session) -> None:
         """Each job's summed changes; finish a job when nothing of it is left open."""
         for job_id in sorted(self.jobs):
-            job, passed = self.jobs[job_id], self.passed.get(job_id, Counter())
-            tallied = self.tallies.get(job_id, Counter())
-            tallies.add(session, job_id, {key: (passed[key], n) for key, n in tallied.items()})
+            job = self.jobs[job_id]
+            tallies.add(session, job_id, self.tallies[job_id])
             counts.add(session, job_id, self.deltas[job_id])
             # The job's counts, locked since `_endings`, say whether anything is left open:
             # every trial that ended before these has committed its change, none can start.
