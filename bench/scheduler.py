@@ -11,7 +11,8 @@ trial is queued or running.
     python3 bench/scheduler.py [--trials 2000] [--slots 8] [--postgres URL] [--profile]
 
 `--postgres` (default $EXAMHALL_TEST_POSTGRES_URL) names a server where a throwaway database
-is created and dropped; without one the PostgreSQL configurations are left out. `--profile`
+is created and dropped for each configuration, as the store's tests make theirs
+(tests/store/conftest.py); without one the PostgreSQL configurations are left out. `--profile`
 also runs one SQLite plane in this process under cProfile and prints where its time went.
 
 Each configuration also counts the CPU it used: the planes' (their processes' user and system
@@ -24,6 +25,7 @@ number of planes can reach on this machine's cores, whatever the code's waits:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import pstats
@@ -37,6 +39,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,6 +56,9 @@ from service.store.db import make_engine, migrate, session_factory
 from service.store.jobs import create_job
 from service.store.teams import add_team
 from service.suites.python import load_suite
+from tests.store.conftest import fresh_postgres_database
+
+fresh_database = contextlib.contextmanager(fresh_postgres_database)
 
 SMOKE = ["create-greeting", "fix-config", "count-lines", "notes-in-steps"]
 
@@ -196,41 +203,6 @@ def configuration(url: str, planes: int, trials: int, slots: int, jobs: int = 1)
     }
 
 
-def fresh_postgres(base: str) -> tuple[str, Any]:
-    import psycopg
-    from psycopg import sql
-    from sqlalchemy import make_url
-
-    url = make_url(base)
-    name = f"examhall_bench_{uuid.uuid4().hex[:10]}"
-    params = {
-        "host": url.host,
-        "port": url.port,
-        "user": url.username,
-        "password": url.password,
-        "dbname": url.database,
-        "autocommit": True,
-    }
-    with psycopg.connect(**params) as connection:
-        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-    def drop() -> None:
-        statement = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        for attempt in range(10):
-            try:
-                with psycopg.connect(**params) as connection:
-                    connection.execute(statement)
-                return
-            except psycopg.errors.InsufficientPrivilege:
-                # An autovacuum worker (the server's own role, which FORCE may not end) is
-                # in the database for a moment: it leaves on its own.
-                if attempt == 9:
-                    raise
-                time.sleep(1.0)
-
-    return url.set(database=name).render_as_string(hide_password=False), drop
-
-
 def profile(trials: int, slots: int) -> None:
     """One SQLite plane in this process, every thread under a profiler of its own (the
     scheduler's work is on its loop's and its trials' threads, not the main one)."""
@@ -290,14 +262,11 @@ def main() -> int:
             )
         if args.postgres:
             for planes, jobs in ((1, 1), (2, 1), (1, 2), (2, 2)):
-                url, drop = fresh_postgres(args.postgres)
                 name = f"postgresql, {planes} plane{'s' if planes > 1 else ''}"
-                try:
+                with fresh_database(make_url(args.postgres)) as url:
                     measured[name + ("" if jobs == 1 else f", {jobs} jobs")] = configuration(
                         url, planes, args.trials, args.slots, jobs
                     )
-                finally:
-                    drop()
         rounds.append(measured)
     results = {
         name: {
