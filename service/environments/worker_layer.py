@@ -267,10 +267,20 @@ def layer_context(task: TaskImage, sandbox: str) -> BuildContext:
     return BuildContext(dockerfile.encode(), tuple(files))
 
 
-@cache
+# CPython 3.11's ast.parse is not thread-safe: two at once can fail with "AST constructor
+# recursion depth mismatch" (a SystemError), and a job's environments are built side by side.
+_parsing = threading.Lock()
+
+
 def worker_modules() -> tuple[str, ...]:
     """The standard library's top-level modules the sandbox package imports: a Python that
     lacks one (a distribution's trimmed python3) cannot run the worker."""
+    with _parsing:
+        return _worker_modules()
+
+
+@cache
+def _worker_modules() -> tuple[str, ...]:
     found: set[str] = set()
     for path in sorted((repo_root() / "sandbox").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_bytes())):
