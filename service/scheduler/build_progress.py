@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import update
@@ -30,13 +31,29 @@ LAYER_STEP = "adding examhall's worker"
 
 
 class BuildProgress:
-    def __init__(self, sessions: sessionmaker[Session], job_id: str, cases: list[str]) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        job_id: str,
+        cases: list[str],
+        told: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`told`: the job's row as an earlier try at preparing it left it (a fault of ours
+        ends a try, and the job is prepared again): a task it built stays built, with its
+        seconds, when this try finds the image by its hash."""
         self.sessions = sessions
         self.job_id = job_id
         self._lock = threading.Lock()
         self._tasks = {
             case: TaskBuild(index=i, of=len(cases)) for i, case in enumerate(cases, start=1)
         }
+        self._built_before: set[str] = set()
+        for case, task in self._tasks.items():
+            earlier = (told or {}).get(case)
+            if isinstance(earlier, dict) and earlier.get("state") == "built":
+                task.state, task.elapsed_s = "built", int(earlier.get("elapsed_s") or 0)
+                task.step = earlier.get("step")
+                self._built_before.add(case)
         self._started: dict[str, float] = {}
         self._written_at = 0.0
         self._written: dict[str, dict[str, Any]] | None = None
@@ -66,11 +83,13 @@ class BuildProgress:
         the image by its hash), unless it `failed`."""
         with self._lock:
             task = self._tasks[case]
-            task.elapsed_s = self._elapsed(case)
             if failed:
                 task.state, task.failed_step = "failed", failed_step
-            else:
+                task.elapsed_s = self._elapsed(case)
+            elif built or case not in self._built_before:
                 task.state = "built" if built else "cached"
+                task.elapsed_s = self._elapsed(case)
+            # else: built by an earlier try, found now by its hash: still built, as told
         self.write(force=True)
 
     def write(self, *, force: bool = False) -> None:

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -226,6 +227,8 @@ class EnvironmentPreparer:
                 # Refused at submission (planner.check_credentials): a key must never reach
                 # an image a suite built, whatever wrote this row.
                 return self._fail(job_id, "Direct credentials cannot run in a built image.")
+            # What an earlier try at this job (one a fault of ours ended) already told.
+            told = dict(job.builds or {})
             try:
                 sources = self._sources(session, job, spec)
             except (SuiteError, EnvironmentProblem) as exc:
@@ -240,7 +243,7 @@ class EnvironmentPreparer:
         # looked up once, since even a cached layer's key costs a download of its wheels.
         layers: dict[tuple[str, str], BuiltEnvironment] = {}
         stop = cancel if cancel is not None else threading.Event()
-        built = self._build_all(job_id, spec.cases, sources, stop)
+        built = self._build_all(job_id, spec.cases, sources, stop, told)
         if built is None:
             return False  # cancelled meanwhile, or planned by another plane
         unbuilt = {case: why for case, why in built.items() if isinstance(why, Unbuilt)}
@@ -280,6 +283,7 @@ class EnvironmentPreparer:
         cases: list[str],
         sources: dict[str, EnvironmentSource],
         stop: threading.Event,
+        told: dict[str, Any],
     ) -> dict[str, BuiltEnvironment | Unbuilt] | None:
         """Each case's environment, built side by side up to the box's build cap (the
         builder's slots), or why it did not build; None when the job stopped building
@@ -288,7 +292,7 @@ class EnvironmentPreparer:
         mine = [case for case in cases if case in sources]
         if not mine:
             return {} if self._building(job_id) else None
-        progress = BuildProgress(self.sessions, job_id, mine)
+        progress = BuildProgress(self.sessions, job_id, mine, told)
         progress.write(force=True)
 
         def one(case: str) -> BuiltEnvironment | Unbuilt:
