@@ -47,13 +47,9 @@ class BuildProgress:
         self._tasks = {
             case: TaskBuild(index=i, of=len(cases)) for i, case in enumerate(cases, start=1)
         }
-        self._built_before: set[str] = set()
-        for case, task in self._tasks.items():
-            earlier = (told or {}).get(case)
-            if isinstance(earlier, dict) and earlier.get("state") == "built":
-                task.state, task.elapsed_s = "built", int(earlier.get("elapsed_s") or 0)
-                task.step = earlier.get("step")
-                self._built_before.add(case)
+        for case, earlier in (told or {}).items():
+            if case in self._tasks and isinstance(earlier, dict) and earlier["state"] == "built":
+                self._tasks[case] = TaskBuild.model_validate(earlier)
         self._started: dict[str, float] = {}
         self._written_at = 0.0
         self._written: dict[str, dict[str, Any]] | None = None
@@ -83,13 +79,13 @@ class BuildProgress:
         the image by its hash), unless it `failed`."""
         with self._lock:
             task = self._tasks[case]
-            if failed:
-                task.state, task.failed_step = "failed", failed_step
+            # Found by its hash while still told built (by an earlier try): it stays so.
+            if built or failed or task.state != "built":
                 task.elapsed_s = self._elapsed(case)
-            elif built or case not in self._built_before:
-                task.state = "built" if built else "cached"
-                task.elapsed_s = self._elapsed(case)
-            # else: built by an earlier try, found now by its hash: still built, as told
+                if failed:
+                    task.state, task.failed_step = "failed", failed_step
+                else:
+                    task.state = "built" if built else "cached"
         self.write(force=True)
 
     def write(self, *, force: bool = False) -> None:
