@@ -22,7 +22,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from sandbox.protocol import SuiteBundle
 from sandbox.providers.client import Budget
 from service.backends.base import POOL_PREFIX, FoundSandbox, KeepsPool, SandboxBackend
-from service.domain.job_spec import JobSpec
 from service.faults import Faults, engine_fault
 from service.launch.egress import trial_egress
 from service.launch.launcher import Launcher
@@ -30,12 +29,14 @@ from service.launch.trial import Placement, TrialRecord, launch_trial
 from service.owners import owner_gone
 from service.providers import ProviderRegistry
 from service.scheduler.ingest import EventSink
+from service.scheduler.job_cache import JobCache
 from service.scheduler.listing import LIST_PREFIX
 from service.scheduler.outages import Outages
 from service.scheduler.result_writer import ResultWriter
 from service.scheduler.run_spec import run_spec
 from service.settings import egress_policies, get_settings
 from service.store import queue
+from service.store.db import reading
 from service.store.planes import BEAT_EVERY_S, beat, forget, live_planes, plane_owners
 from service.store.results import Ended, record_infra_error
 from service.suite_resolver import stored_tasks
@@ -44,6 +45,10 @@ from service.suites import SuiteFormat, format_of, task_spec, trial_deadline_s
 log = logging.getLogger("examhall.scheduler")
 
 REAP_EVERY_S = 30.0
+# How often a plane asks the store whether a peer cancelled the job of a trial it runs. A
+# cancel through this plane's own API stops its trials at once (`cancel`); the loop wakes at
+# every trial's end, and a busy plane would otherwise ask at each.
+CANCEL_POLL_S = 0.2
 # The loop's pause while the store has a fault: each pass then tries a write (a heartbeat).
 FAULT_POLL_S = 1.0
 
@@ -82,6 +87,7 @@ class Scheduler:
         self._pool = ThreadPoolExecutor(self.max_containers, thread_name_prefix="examhall-trial")
         self._thread: threading.Thread | None = None
         self._suites: dict[str, SuiteBundle] = {}
+        self._jobs = JobCache(sessions)
         self._formats: dict[str, SuiteFormat] = {}
         self.on_change: Callable[[str], None] | None = None
         # Suite listings (service/scheduler/listing.py) run sandboxes too, so they hold slots
@@ -171,6 +177,7 @@ class Scheduler:
 
     def _loop(self) -> None:
         last_beat = last_reap = time.monotonic()
+        last_cancel_poll = 0.0
         while not self._stop.is_set():
             pause = self.poll_s
             try:
@@ -180,7 +187,9 @@ class Scheduler:
                     beat(self.sessions, self.owner)
                     last_beat = time.monotonic()
                     self.outages.passed()
-                self._stop_cancelled()
+                if time.monotonic() - last_cancel_poll >= CANCEL_POLL_S:
+                    self._stop_cancelled()
+                    last_cancel_poll = time.monotonic()
                 if self._engine_down():  # the queued trials wait for it, retries unspent
                     pause = max(pause, FAULT_POLL_S)
                 else:
@@ -220,11 +229,11 @@ class Scheduler:
             free = self.free_slots()
             if free <= 0:
                 return
-            claimed = self.claim(free)
+            claimed = self._claim(free)
             with self._lock:
-                self._running.update(claimed)
-        for trial_id, _job_id in claimed:
-            self._pool.submit(self._run_guarded, trial_id)
+                self._running.update((c.trial_id, c.job_id) for c in claimed)
+        for trial in claimed:
+            self._pool.submit(self._run_guarded, trial)
 
     def free_slots(self) -> int:
         """The box's container slots no trial or listing of this plane holds."""
@@ -238,12 +247,15 @@ class Scheduler:
         errors."""
         with self._lock:
             local = self._listings + self._listing_waits
-        with self.sessions() as session:
+        with reading(self.sessions) as session:
             _, room = queue.room_by_team(session, local)
         return {team: left for team, left in room.items() if team is not None}
 
     def claim(self, limit: int) -> list[queue.Claimed]:
         """Claim up to `limit` queued trials for this plane, without running them."""
+        return [queue.Claimed(c.trial_id, c.job_id) for c in self._claim(limit)]
+
+    def _claim(self, limit: int) -> list[queue.ClaimedTrial]:
         with self._lock:
             local = self._listings + self._listing_waits
         return queue.claim(self.sessions, self.owner, limit, local)
@@ -304,9 +316,10 @@ class Scheduler:
 
     # ----- one trial --------------------------------------------------------------------
 
-    def _run_guarded(self, trial_id: str) -> None:
+    def _run_guarded(self, trial: queue.ClaimedTrial) -> None:
+        trial_id = trial.trial_id
         try:
-            self._run(trial_id)
+            self._run(trial)
         except Exception:
             log.exception("trial %s failed outside the sandbox", trial_id)
             self._check_engine()
@@ -325,61 +338,62 @@ class Scheduler:
                 self._running.pop(trial_id, None)
             self._wake.set()
 
-    def _run(self, trial_id: str) -> None:
-        with self.sessions() as session:
-            trial, job = queue.trial_to_run(session, trial_id)
-            spec = JobSpec.model_validate(job.spec)
-            harness = spec.variant(trial.variant)
-            deadline_s = harness.limits.timeout_s
-            placement = task = agent_timeout_s = egress = None
-            if trial.image is not None and not self._format(session, job.suite_sha256).tasks:
-                # A case's own environment, by its id: a tag could be pointed elsewhere.
-                placement = Placement(image=trial.image_digest or trial.image)
-            elif trial.image is not None:  # a task suite's trial, in its environment's image
+    def _run(self, trial: queue.ClaimedTrial) -> None:
+        trial_id = trial.trial_id
+        job = self._jobs.get(trial.job_id)
+        spec = job.spec
+        harness = spec.variant(trial.variant)
+        deadline_s = harness.limits.timeout_s
+        placement = task = agent_timeout_s = egress = None
+        image = trial.image_digest or trial.image  # a case's environment by its id: a tag may move
+        if image is not None and not self._format(job.suite_sha256).tasks:
+            placement = Placement(image=image)
+        elif image is not None:  # a task suite's trial, in its environment's image
+            with self.sessions.begin() as session:
                 found = stored_tasks(session, job.suite_sha256, job.suite_name).task(trial.case_id)
-                agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
-                deadline_s = trial_deadline_s(found, agent_timeout_s)
-                egress = trial_egress(
-                    self.egress_policies,
-                    spec.egress,
-                    found.limits.wanted_network,
-                    found.limits.allowed_hosts,
-                    self.egress_max_bytes,
-                )
-                task = task_spec(
-                    found,
-                    agent=harness.agent if isinstance(harness.agent, str) else None,
-                    provider=harness.model.provider,
-                    workdir=None,
-                    egress=egress is not None,
-                )
-                placement = Placement(
-                    image=trial.image_digest or trial.image,
-                    memory_bytes=found.limits.memory_bytes,
-                    cpus=found.limits.cpus,
-                    workspace_bytes=found.limits.storage_bytes,
-                )
-            launch = run_spec(
-                trial_id=trial.id,
-                suite=(
-                    SuiteBundle(job.suite_name, "")
-                    if task is not None
-                    else self._suite(session, job.suite_sha256, job.suite_name)
-                ),
-                case_id=trial.case_id,
-                variant=trial.variant,
-                harness=harness,
-                round_=trial.round,
-                seed=job.seed,
-                docs=spec.docs,
-                credentials=spec.credentials,
-                providers=self.providers,
-                task=task,
-                agent_timeout_s=agent_timeout_s,
-                judge_model=spec.judge_model,
+            agent_timeout_s = found.limits.agent_timeout_s or harness.limits.timeout_s
+            deadline_s = trial_deadline_s(found, agent_timeout_s)
+            egress = trial_egress(
+                self.egress_policies,
+                spec.egress,
+                found.limits.wanted_network,
+                found.limits.allowed_hosts,
+                self.egress_max_bytes,
             )
-            judge_budget = Budget.from_limits(spec.judge_limits.model_dump())
-            job_id, team_id = job.id, job.team_id
+            task = task_spec(
+                found,
+                agent=harness.agent if isinstance(harness.agent, str) else None,
+                provider=harness.model.provider,
+                workdir=None,
+                egress=egress is not None,
+            )
+            placement = Placement(
+                image=image,
+                memory_bytes=found.limits.memory_bytes,
+                cpus=found.limits.cpus,
+                workspace_bytes=found.limits.storage_bytes,
+            )
+        launch = run_spec(
+            trial_id=trial_id,
+            suite=(
+                SuiteBundle(job.suite_name, "")
+                if task is not None
+                else self._suite(job.suite_sha256, job.suite_name)
+            ),
+            case_id=trial.case_id,
+            variant=trial.variant,
+            harness=harness,
+            round_=trial.round,
+            seed=job.seed,
+            docs=spec.docs,
+            credentials=spec.credentials,
+            providers=self.providers,
+            task=task,
+            agent_timeout_s=agent_timeout_s,
+            judge_model=spec.judge_model,
+        )
+        judge_budget = Budget.from_limits(spec.judge_limits.model_dump())
+        job_id, team_id = job.id, job.team_id
         sink = EventSink(self.sessions, trial_id, self.outages)
         record = launch_trial(
             self.launcher,
@@ -423,18 +437,20 @@ class Scheduler:
         if job_id is not None and self.on_change is not None:
             self.on_change(job_id)
 
-    def _format(self, session: Session, sha256: str) -> SuiteFormat:
+    def _format(self, sha256: str) -> SuiteFormat:
         """The suite's format, by its row's kind (read once per suite)."""
         if sha256 not in self._formats:
-            self._formats[sha256] = format_of(queue.suite_kind(session, sha256))
+            with self.sessions.begin() as session:
+                self._formats[sha256] = format_of(queue.suite_kind(session, sha256))
         return self._formats[sha256]
 
-    def _suite(self, session: Session, sha256: str, name: str) -> SuiteBundle:
+    def _suite(self, sha256: str, name: str) -> SuiteBundle:
         """A Python suite's bundle as the job names it: the stored row's name is the first
         submitter's, perhaps another team's."""
         bundle = self._suites.get(sha256)
         if bundle is None:
-            _, source = queue.suite_source(session, sha256)
+            with self.sessions.begin() as session:
+                _, source = queue.suite_source(session, sha256)
             bundle = self._suites[sha256] = SuiteBundle(name=name, source=source)
         return bundle if bundle.name == name else SuiteBundle(name=name, source=bundle.source)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,12 @@ def migrate(engine: Engine) -> None:
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def reading(sessions: sessionmaker[Session]) -> AbstractContextManager[Session]:
+    """A session for the reads a control plane repeats many times a second (a peer's
+    cancels, the teams' room, the end of a run): it ends with a COMMIT, which reads cost no
+    more than a ROLLBACK. psycopg forgets every statement it has prepared on a connection at
+    each rollback, so frequent reads that end in one (as a closed session's do) would keep
+    every connection of a plane's pool parsing and planning its statements anew."""
+    return sessions.begin()

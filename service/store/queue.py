@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sqlalchemy import delete, func, or_, select, update
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.domain.status import JobStatus, TrialStatus
 from service.store import counts
 from service.store.clock import now
-from service.store.db import CLAIM_LOCK, take_turns
+from service.store.db import CLAIM_LOCK, reading, take_turns
 from service.store.models import Artifact, Event, Job, JobCounts, Suite, Team, Trial
 from service.store.queries import dict_of
 
@@ -28,9 +29,35 @@ class Claimed(NamedTuple):
     job_id: str
 
 
+@dataclass(frozen=True)
+class ClaimedTrial:
+    """A trial a claim marked running, with what of its row its run needs: the claim has
+    read the row already, and a trial's planned fields never change once queued."""
+
+    trial_id: str
+    job_id: str
+    case_id: str
+    variant: str
+    round: int
+    image: str | None
+    image_digest: str | None
+
+    @classmethod
+    def of(cls, trial: Trial) -> ClaimedTrial:
+        return cls(
+            trial.id,
+            trial.job_id,
+            trial.case_id,
+            trial.variant,
+            trial.round,
+            trial.image,
+            trial.image_digest,
+        )
+
+
 def claim(
     sessions: sessionmaker[Session], owner: str, limit: int, local_teams: Sequence[str | None]
-) -> list[Claimed]:
+) -> list[ClaimedTrial]:
     """Mark the next queued trials running for `owner`: teams take turns in proportion to
     their shares, by what each runs box-wide (all control planes); within a team, jobs go by
     priority, then age, then plan order; every team's container cap and job's concurrency
@@ -77,7 +104,7 @@ def claim(
                     execution_options={"synchronize_session": False},
                 )
             )
-        claimed = [Claimed(t.id, t.job_id) for t in chosen if t.id in won]
+        claimed = [ClaimedTrial.of(t) for t in chosen if t.id in won]
         for job_id, trial_ids in _by_job((c.job_id, c.trial_id) for c in claimed).items():
             # Conditional too: a cancel committed meanwhile must not be overwritten.
             session.connection().execute(
@@ -273,7 +300,7 @@ def requeue_own(sessions: sessionmaker[Session], trial_id: str, owner: str) -> l
 
 def cancelled_among(sessions: sessionmaker[Session], trial_ids: list[str]) -> list[str]:
     """Those of these trials whose job was cancelled (maybe by another control plane)."""
-    with sessions() as session:
+    with reading(sessions) as session:
         return list(
             session.scalars(
                 select(Trial.id)
@@ -288,12 +315,10 @@ def trial_known(sessions: sessionmaker[Session], trial_id: str) -> bool:
         return session.scalar(select(Trial.id).where(Trial.id == trial_id)) is not None
 
 
-def trial_to_run(session: Session, trial_id: str) -> tuple[Trial, Job]:
-    trial = session.get(Trial, trial_id)
-    assert trial is not None
-    job = session.get(Job, trial.job_id)
+def job_to_run(session: Session, job_id: str) -> Job:
+    job = session.get(Job, job_id)
     assert job is not None
-    return trial, job
+    return job
 
 
 def suite_kind(session: Session, sha256: str) -> str:

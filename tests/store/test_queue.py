@@ -403,7 +403,8 @@ def test_a_claim_whose_answer_was_lost_is_queued_again(
     recovery pass queues it again; the trials the plane does run are left alone."""
     job = submit(sessions)
     kept = _ids(scheduler.claim(1))
-    lost = _ids(queue.claim(sessions, scheduler.owner, 1, []))  # as the lost answer left it
+    # as the lost answer left it
+    lost = [c.trial_id for c in queue.claim(sessions, scheduler.owner, 1, [])]
     with scheduler._lock:
         scheduler._running.update(dict.fromkeys(kept, job.id))
     scheduler.recover()
