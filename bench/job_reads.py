@@ -176,11 +176,11 @@ def stream_part(args: argparse.Namespace) -> dict[str, Any]:
         def run(n: int) -> None:
             done = 0
             while done < n:
-                for trial_id, _ in claim(sessions, owner, min(500, n - done), []):
+                for claimed in claim(sessions, owner, min(500, n - done), []):
                     record_result(
                         sessions,
                         owner,
-                        trial_id,
+                        claimed.trial_id,
                         TrialResult("passed", score=1.0),
                         artifacts={},
                         sandbox_id=None,

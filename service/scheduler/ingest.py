@@ -23,8 +23,9 @@ class EventSink:
     """Buffers a trial's events and writes them in batches.
 
     With `outages`, a batch the store refuses for a fault of its own (service/store/
-    failures.py) stays buffered while the trial runs on, and is written with a later one;
-    the last batch (`flush_all`) waits for the store."""
+    failures.py) stays buffered while the trial runs on, and is written with a later one.
+    What is left when the run ends (`rest`) is written with the trial's result, in its
+    transaction, which waits for the store (service/scheduler/result_writer.py)."""
 
     def __init__(
         self, sessions: sessionmaker[Session], trial_id: str, outages: Outages | None = None
@@ -52,12 +53,11 @@ class EventSink:
                 # Kept for a later batch: a fault of the store is not the trial's to end.
                 self.retry_at = now + RETRY_AFTER_S
 
-    def flush_all(self) -> None:
-        """Write what is buffered, waiting out the store's faults when there are outages."""
-        if self.outages is None:
-            self.flush()
-        else:
-            self.outages.until_written(self.flush)
+    def rest(self) -> list[tuple[int, Event]]:
+        """What is still buffered, to be written by the caller with the trial's end
+        (service/store/results.py): no longer this sink's to write."""
+        rest, self.pending = self.pending, []
+        return rest
 
     def flush(self) -> None:
         if self.pending:

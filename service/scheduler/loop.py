@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
-from sandbox.protocol import SuiteBundle
+from sandbox.protocol import Event, SuiteBundle
 from sandbox.providers.client import Budget
 from service.backends.base import POOL_PREFIX, FoundSandbox, KeepsPool, SandboxBackend
 from service.faults import Faults, engine_fault
@@ -409,19 +409,21 @@ class Scheduler:
             judge_budget=judge_budget,
             egress=egress,
         )
-        sink.flush_all()
         if record.result.error_kind == "infra_error":
             self._check_engine()
         if self._stop.is_set():
             # Cut short by our own shutdown: not the trial's fault.
             queue.requeue_own(self.sessions, trial_id, self.owner)
             return
-        self.record(trial_id, record)
+        self.record(trial_id, record, sink.rest())
 
-    def record(self, trial_id: str, record: TrialRecord) -> None:
-        """Store how a trial's run ended (unless it is no longer ours to record), waiting
-        out the store's faults: the run is not lost to a restarting server or a full disk.
-        A write that failed left nothing behind (one transaction), so it is made again."""
+    def record(
+        self, trial_id: str, record: TrialRecord, events: Sequence[tuple[int, Event]] = ()
+    ) -> None:
+        """Store how a trial's run ended, with its last `events` (unless it is no longer
+        ours to record), waiting out the store's faults: the run is not lost to a restarting
+        server or a full disk. A write that failed left nothing behind (one transaction), so
+        it is made again."""
         job_id = self.results.write(
             Ended(
                 trial_id,
@@ -432,6 +434,7 @@ class Scheduler:
                 wall_s=record.wall_s,
                 cost_usd=record.cost_usd,
                 judge_usage=record.judge_usage,
+                events=events,
             )
         )
         if job_id is not None and self.on_change is not None:

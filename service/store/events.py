@@ -121,6 +121,26 @@ def insert_events(
         connection.close()  # back to the pool, rolled back if the write failed
 
 
+def insert_in(session: Session, trials: Sequence[tuple[str, Sequence[tuple[int, Event]]]]) -> None:
+    """Append several trials' (seq, event) pairs in the session's own transaction: a
+    trial's last events go with its result (service/store/results.py), so a short trial's
+    whole transcript and end take one commit, durable as the result is."""
+    if not any(events for _, events in trials):
+        return
+    rows = (row for trial_id, events in trials for row in _rows(trial_id, events))
+    connection = session.connection()
+    dialect, dbapi = connection.dialect, connection.connection.driver_connection
+    assert dbapi is not None  # an open connection of the session's
+    if dialect.name == "postgresql" and dialect.driver == "psycopg":
+        _copy(dbapi, rows, durable=True)
+    elif dialect.name == "sqlite":  # the session's commit commits these too
+        dbapi.executemany(_SQLITE_INSERT, rows)
+    else:
+        session.execute(
+            insert(_EVENTS_AS_TEXT), [dict(zip(_COLUMNS, r, strict=True)) for r in rows]
+        )
+
+
 def _rows(
     trial_id: str, events: Sequence[tuple[int, Event]]
 ) -> Iterator[tuple[str, int, str, str]]:
@@ -128,27 +148,29 @@ def _rows(
         yield trial_id, seq, event.type, payload_json(event)
 
 
+_SQLITE_INSERT = "INSERT INTO events (trial_id, seq, type, payload) VALUES (?, ?, ?, ?)"
+
+
 def _insert(dbapi: Any, path: str | None, rows: Iterator[tuple[str, int, str, str]]) -> None:
     # A file's checkpoints run beside the next batch; SQLite in memory has no log to copy.
     with sink_writes(dbapi, path) if path is not None else contextlib.nullcontext():
-        dbapi.executemany(
-            "INSERT INTO events (trial_id, seq, type, payload) VALUES (?, ?, ?, ?)", rows
-        )
+        dbapi.executemany(_SQLITE_INSERT, rows)
         dbapi.commit()
 
 
-def _copy(dbapi: Any, rows: Iterator[tuple[str, int, str, str]]) -> None:
+def _copy(dbapi: Any, rows: Iterator[tuple[str, int, str, str]], *, durable: bool = False) -> None:
     with dbapi.cursor() as cursor:
         # The driver's own (C) text dumper rather than the connection's NUL-replacing one
         # (`db._postgres_text`), which is a Python call per value: none of these values can
         # hold a NUL (a payload is JSON text, whose encoder escapes every control character;
         # the trial's id is ours and an event's type one of the protocol's literals).
         cursor.adapters.register_dumper(str, _plain_text_dumper())
-        # Durable by the time it matters: the trial's result commits synchronously after
-        # its last batch, and flushing the WAL to that commit flushes every batch before it.
-        # A crash before the result loses only events the restart drops anyway (the trial
-        # is queued again without its partial transcript).
-        cursor.execute("SET LOCAL synchronous_commit = off")
+        # A batch of its own is durable by the time it matters: the trial's result commits
+        # synchronously after its last batch, and flushing the WAL to that commit flushes
+        # every batch before it. A crash before the result loses only events the restart
+        # drops anyway (the trial is queued again without its partial transcript).
+        if not durable:  # in the result's own transaction, its commit is the result's
+            cursor.execute("SET LOCAL synchronous_commit = off")
         with cursor.copy("COPY events (trial_id, seq, type, payload) FROM STDIN") as copy_in:
             write = copy_in.write_row
             for row in rows:

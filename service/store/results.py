@@ -19,10 +19,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from sandbox.protocol import TrialResult
+from sandbox.protocol import Event, TrialResult
 from service.domain.status import JobStatus, Outcome, TrialStatus
 from service.store import checkpoints, counts, tallies
 from service.store.clock import now
+from service.store.events import insert_in
 from service.store.models import Artifact, Job, Trial, queued_trial
 from service.store.queue import drop_trials
 
@@ -44,6 +45,9 @@ class Ended:
     cost_usd: float | None
     node: str | None = None
     judge_usage: dict[str, Any] | None = None
+    # The run's last events, not yet written: written with the end, in its transaction,
+    # when the end is ours to record (and dropped with it when it is not).
+    events: Sequence[tuple[int, Event]] = ()
 
 
 def record_result(
@@ -74,6 +78,7 @@ def record_results(
         endings = _endings(session, owner, [e.trial_id for e in ended])
         job_ids: list[str | None] = []
         changes = _Changes()
+        insert_in(session, [(e.trial_id, e.events) for e in ended if e.trial_id in endings])
         for one in ended:
             ending = endings.get(one.trial_id)
             if ending is None:

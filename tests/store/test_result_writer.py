@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import Engine, event, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from sandbox.protocol import JudgeScore, TrialResult
+from sandbox.protocol import JudgeScore, LifecycleEvent, TrialResult
 from service.scheduler import Scheduler
 from service.store import counts, tallies
-from service.store.models import Artifact, Job, Trial
+from service.store.models import Artifact, Event, Job, Trial
 from service.store.results import Ended
 from tests.store.conftest import submit
 
@@ -36,8 +36,20 @@ def _judged(n: int) -> TrialResult:
     )
 
 
-def _end(trial_id: str, result: TrialResult = PASSED) -> Ended:
-    return Ended(trial_id, result, {"log.txt": trial_id.encode()}, None, 0.5, None)
+def _end(trial_id: str, result: TrialResult = PASSED, events: int = 0) -> Ended:
+    """The trial's end, with its last `events` (seq 1 up) still to write."""
+    tail = [(seq, LifecycleEvent("step", trial_id)) for seq in range(1, events + 1)]
+    return Ended(trial_id, result, {"log.txt": trial_id.encode()}, None, 0.5, None, events=tail)
+
+
+def _events(sessions: sessionmaker[Session]) -> dict[str, list[tuple[int, str]]]:
+    """Every stored event, per trial: (seq, the detail its payload holds)."""
+    stored: dict[str, list[tuple[int, str]]] = {}
+    with sessions() as session:
+        rows = session.execute(select(Event.trial_id, Event.seq, Event.payload))
+        for trial_id, seq, payload in sorted(rows, key=lambda r: (r[0], r[1])):
+            stored.setdefault(trial_id, []).append((seq, payload["detail"]))
+    return stored
 
 
 def _write_together(scheduler: Scheduler, ends: list[Ended]) -> list[Any]:
@@ -104,6 +116,24 @@ def test_a_busy_planes_ends_are_each_recorded_once_in_fewer_transactions(
     assert again is not None and again.finished == 24
 
 
+def test_a_trials_last_events_are_written_with_its_end_and_only_when_it_is_ours(
+    engine: Engine, sessions: sessionmaker[Session], scheduler: Scheduler
+) -> None:
+    submit(sessions)  # 4 trials
+    claimed = [c.trial_id for c in scheduler.claim(4)]
+    commits = _commits(engine)
+    for trial_id in claimed[:3]:
+        scheduler.results.write(_end(trial_id, events=2))
+    # The events and the end of each in one transaction: three commits for three trials.
+    assert commits() == 3
+    assert _events(sessions) == {t: [(1, t), (2, t)] for t in claimed[:3]}
+    # The same end written again (not ours now): its events are dropped with it.
+    assert scheduler.results.write(_end(claimed[0], events=3)) is None
+    # A trial with nothing left to write: none of its events, and no empty write either.
+    assert scheduler.results.write(_end(claimed[3])) is not None
+    assert _events(sessions) == {t: [(1, t), (2, t)] for t in claimed[:3]}
+
+
 @pytest.fixture
 def refuse_one(engine: Engine) -> Callable[[str], None]:
     """A store that refuses to finish one trial: a trigger, as a constraint of its own would."""
@@ -145,7 +175,7 @@ def test_an_end_the_store_refuses_fails_alone(
     claimed = [c.trial_id for c in scheduler.claim(8)]
     refused = claimed[3]
     refuse_one(refused)
-    ends = [_end(trial_id) for trial_id in claimed]
+    ends = [_end(trial_id, events=1) for trial_id in claimed]
     answers = dict(zip(claimed, _write_together(scheduler, ends), strict=True))
     assert "refuses the end" in str(answers.pop(refused))
     assert set(answers.values()) == {job.id}
@@ -157,6 +187,8 @@ def test_an_end_the_store_refuses_fails_alone(
     assert rows.pop(refused) == "running"  # its thread records it as the plane's failure
     assert set(rows.values()) == {"finished"}
     assert kept is not None and (kept.finished, kept.running) == (7, 1)
+    # The refused end's events went with it; every other end's were written once.
+    assert _events(sessions) == {t: [(1, t)] for t in claimed if t != refused}
 
 
 def test_infra_errors_among_ends_written_together_are_queued_again(

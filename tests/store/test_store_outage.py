@@ -1,26 +1,31 @@
 """A trial's writes outlive its store's server restarting (service/scheduler/outages.py):
 events refused while it is away stay buffered and are written once it is back, in order and
-once each, and the fault is named while it lasts. On a PostgreSQL server of the test's own
-(tests/own_postgres.py), stopped and started under the writer."""
+once each (the last of them with the trial's result), and the fault is named while it lasts.
+On a PostgreSQL server of the test's own (tests/own_postgres.py), stopped and started under
+the writer."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from sandbox.protocol import LifecycleEvent
+from sandbox.protocol import LifecycleEvent, TrialResult
 from service.faults import Faults
 from service.scheduler import EventSink
 from service.scheduler.ingest import EVENT_FLUSH_S
 from service.scheduler.outages import Outages
+from service.scheduler.result_writer import ResultWriter
+from service.store import queue
 from service.store.db import make_engine, migrate, session_factory
 from service.store.models import Event as EventRow
 from service.store.models import Trial
+from service.store.results import Ended
 from tests import own_postgres
 from tests.own_postgres import OwnPostgres
 from tests.store.conftest import submit
@@ -50,15 +55,16 @@ def _stored(sessions: sessionmaker[Session], trial_id: str) -> list[tuple[int, s
 def test_events_refused_while_the_server_is_away_are_written_once_it_is_back(
     server: OwnPostgres, sessions: sessionmaker[Session]
 ) -> None:
-    job = submit(sessions, cases=["create-greeting"])
-    with sessions() as session:
-        trial_id = session.scalars(select(Trial.id).where(Trial.job_id == job.id)).one()
+    submit(sessions, cases=["create-greeting"])
+    owner = "tests:1:outage"
+    trial_id = queue.claim(sessions, owner, 1, [])[0].trial_id
     faults = Faults()
-    sink = EventSink(sessions, trial_id, Outages(faults, threading.Event()))
+    outages = Outages(faults, threading.Event())
+    sink = EventSink(sessions, trial_id, outages)
     details = [f"step {n}" for n in range(1, 9)]
     for detail in details[:3]:
         sink(LifecycleEvent(step="agent", detail=detail))
-    sink.flush_all()
+    sink.flush()
 
     server.stop()
     for detail in details[3:]:
@@ -68,10 +74,17 @@ def test_events_refused_while_the_server_is_away_are_written_once_it_is_back(
     assert "cannot be reached" in faults.current()["store_unreachable"]
     assert len(sink.pending) == 5
 
-    # The trial's last batch waits for the server.
+    # The trial's last batch goes with its result, which waits for the server.
+    writer = ResultWriter(sessions, owner, outages)
     restart = threading.Timer(1.0, server.start)
     restart.start()
-    sink.flush_all()
+    ended = Ended(trial_id, TrialResult("passed", score=1.0), {}, None, 1.0, None)
+    job_id = writer.write(replace(ended, events=sink.rest()))
     restart.join()
+    writer.close()
+    assert job_id is not None
     assert faults.current() == {}
     assert _stored(sessions, trial_id) == list(enumerate(details, start=1))
+    with sessions() as session:
+        trial = session.get(Trial, trial_id)
+        assert trial is not None and trial.outcome == "passed"

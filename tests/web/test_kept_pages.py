@@ -53,7 +53,7 @@ def test_a_kept_page_is_rendered_again_when_its_job_changes(tmp_path: Path) -> N
     assert _page(context, job_id) == first  # nothing changed: the same page
 
     owner = "tests:1:kept"
-    (trial_id, _), *_ = claim(sessions, owner, 1, [])
+    trial_id = claim(sessions, owner, 1, [])[0].trial_id
     assert _cells(_page(context, job_id)).count("running") == 1
     record_result(
         sessions,

@@ -230,8 +230,11 @@ def get_one_job(job_id: str, c: Ctx, caller: Caller) -> JobView:
     responses={**NOT_FOUND, 409: {"model": ErrorBody}},
     summary="Cancel a job",
     description="Queued trials are dropped and running ones stopped (their containers "
-    "removed, their partial transcripts dropped); finished trials are kept. Cancelling a "
-    "cancelled job changes nothing; a finished job cannot be cancelled (409).",
+    "removed, their partial transcripts dropped); finished trials are kept. The control plane "
+    "that takes the request stops its own trials at once; another control plane on the same "
+    "store stops its within a fifth of a second (it asks the store for cancels that often, "
+    "`CANCEL_POLL_S` in `service/scheduler/loop.py`). Cancelling a cancelled job changes "
+    "nothing; a finished job cannot be cancelled (409).",
 )
 def cancel(job_id: str, c: Ctx, caller: Caller) -> JobView:
     cancel_job(c, caller, job_id)
