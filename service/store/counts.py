@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
@@ -99,9 +100,27 @@ def lock(session: Session, job_ids: Iterable[str]) -> dict[str, int]:
 
 def add(session: Session, job_id: str, deltas: Mapping[str, int]) -> None:
     """Add `deltas` to the job's counts, in the transaction that `lock`ed them."""
-    changes = {name: getattr(JobCounts, name) + delta for name, delta in deltas.items() if delta}
-    if changes:
+    if changes := _changes(deltas):
         session.execute(update(JobCounts).where(JobCounts.job_id == job_id).values(**changes))
+
+
+def _changes(deltas: Mapping[str, int]) -> dict[str, Any]:
+    return {name: getattr(JobCounts, name) + delta for name, delta in deltas.items() if delta}
+
+
+def add_and_read(session: Session, job_id: str, deltas: Mapping[str, int]) -> Counts | None:
+    """`add`, and the counts it left, in one statement (RETURNING): what a trial's end needs
+    to know whether its job is settled."""
+    changes = _changes(deltas)
+    if not changes:
+        return read(session, job_id)
+    row = session.execute(
+        update(JobCounts)
+        .where(JobCounts.job_id == job_id)
+        .values(**changes)
+        .returning(*(getattr(JobCounts, name) for name in (*FIELDS, "version")))
+    ).first()
+    return None if row is None else Counts(*row)
 
 
 def read(session: Session, job_id: str) -> Counts | None:

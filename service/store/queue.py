@@ -65,35 +65,37 @@ def claim(
     the queue (suite listings), counted as that team's running container."""
     with sessions.begin() as session:
         take_turns(session.connection(), CLAIM_LOCK)
-        postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
-        queue = (
-            select(Trial, Job.priority, Job.created_at)
-            .join(Job, Job.id == Trial.job_id)
-            .where(Trial.status == TrialStatus.QUEUED, Job.status != JobStatus.CANCELLED)
-            .order_by(Job.priority.desc(), Job.created_at, Trial.order, Trial.attempt)
-        )
-        if postgres:
-            queue = queue.with_for_update(skip_locked=True, of=Trial)
-        running, room = room_by_team(session, local_teams)
-        jobs = job_room(session)
+        waiting = waiting_jobs(session)
+        running = running_by_team(session)
+        for team_id in local_teams:
+            running[team_id] = running.get(team_id, 0) + 1
+        # Only the teams with trials waiting can take any: their caps came with their jobs.
+        room = {j.team_id: j.cap - running.get(j.team_id, 0) for j in waiting if j.cap is not None}
+        shares = {job.team_id: job.share for job in waiting}
         heads: dict[str | None, list[Any]] = {}
-        shares = waiting_teams(session)
         for team_id in shares:
             take = min(limit, room.get(team_id, limit))
-            if take > 0 and (picks := _team_queue(session, queue, team_id, jobs, take)):
+            team_jobs = [job for job in waiting if job.team_id == team_id]
+            if take > 0 and (picks := _team_queue(session, team_jobs, take)):
                 heads[team_id] = picks
         chosen = by_share(heads, shares, running, limit)
         # The jobs' counts rows first (`counts.lock`): the version the claimed trials carry.
         versions = counts.lock(session, (trial.job_id for trial in chosen))
-        # One write per job, conditional on "queued": SQLite's reads take no lock, so another
-        # process may have claimed a row since we read it, and only the rows the write
-        # changed (RETURNING) are ours.
+        # One write per job. On SQLite it is conditional on "queued": its reads take no lock,
+        # so another process may have claimed a row since we read it, and only the rows the
+        # write changed (RETURNING) are ours. On PostgreSQL the rows are ours already (read
+        # FOR UPDATE, skipping others' locks), and the condition would cost more than it
+        # checks: with no statistics yet (a young store, a large job just submitted) the
+        # planner reads the write's rows by the queue's status index, every queued trial,
+        # rather than by their ids.
+        postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
+        still_queued = () if postgres else (Trial.status == TrialStatus.QUEUED,)
         won: set[str] = set()
         for job_id, trial_ids in _by_job((t.job_id, t.id) for t in chosen).items():
             won.update(
                 session.scalars(
                     update(Trial)
-                    .where(Trial.id.in_(trial_ids), Trial.status == TrialStatus.QUEUED)
+                    .where(Trial.id.in_(trial_ids), *still_queued)
                     .values(
                         status=TrialStatus.RUNNING,
                         owner=owner,
@@ -105,41 +107,99 @@ def claim(
                 )
             )
         claimed = [ClaimedTrial.of(t) for t in chosen if t.id in won]
+        started = {job.id for job in waiting if job.status == JobStatus.QUEUED}
         for job_id, trial_ids in _by_job((c.job_id, c.trial_id) for c in claimed).items():
-            # Conditional too: a cancel committed meanwhile must not be overwritten.
-            session.connection().execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status == JobStatus.QUEUED)
-                .values(status=JobStatus.RUNNING)
-            )
+            if job_id in started:
+                # Conditional too: a cancel committed meanwhile must not be overwritten.
+                session.connection().execute(
+                    update(Job)
+                    .where(Job.id == job_id, Job.status == JobStatus.QUEUED)
+                    .values(status=JobStatus.RUNNING)
+                )
             n = len(trial_ids)
             counts.add(session, job_id, {"queued": -n, "running": n})
         return claimed
 
 
-def _team_queue(
-    session: Session,
-    queue: Any,  # claim's select of (Trial, priority, created_at)
-    team_id: str | None,
-    jobs: dict[str, tuple[str | None, int]],
-    take: int,
-) -> list[Any]:
-    """The team's next `take` queued trials in its own order (priority, age, plan). A job with
-    a concurrency of its own is queried apart, for no more than its room, so its long queue
-    never crowds the team's other jobs out of the window."""
-    team = Job.team_id.is_(None) if team_id is None else Job.team_id == team_id
-    picks = list(session.execute(queue.where(team, Job.id.not_in(jobs)).limit(take)).all())
-    for job_id, (job_team, free) in jobs.items():
-        if job_team == team_id and free > 0:
-            bounded = queue.where(Trial.job_id == job_id).limit(min(free, take))
-            picks += session.execute(bounded).all()
-    picks.sort(key=_rank)
-    return picks[:take]
+@dataclass(frozen=True)
+class WaitingJob:
+    """A job with trials queued, as the claim orders and bounds it."""
+
+    id: str
+    status: str
+    team_id: str | None
+    share: int  # its team's share of the turns (1 for admins' jobs)
+    cap: int | None  # its team's most containers at once, box-wide
+    priority: int
+    created_at: Any
+    room: int | None  # the trials it may still start box-wide, with a concurrency of its own
 
 
-def _rank(pick: Any) -> tuple[int, Any, int, int]:
-    trial, priority, created_at = pick
-    return (-priority, created_at, trial.order, trial.attempt)
+def waiting_jobs(session: Session) -> list[WaitingJob]:
+    """The jobs with trials queued, in the order their teams serve them: priority, then age.
+    One read of the jobs and their counts rows, not of their trials, so a claim costs the
+    same with a hundred thousand trials queued as with ten. A job's running trials are
+    counted in its counts row, kept under the claim lock. A job stored without its counts
+    row (a bulk load; `counts.lock` makes the row at its first change) may have trials
+    queued too, so it waits as well."""
+    rows = session.execute(
+        select(
+            Job.id,
+            Job.status,
+            Job.team_id,
+            Team.share,
+            Team.max_containers,
+            Job.priority,
+            Job.created_at,
+            Job.concurrency - JobCounts.running,
+            Job.concurrency,
+        )
+        .outerjoin(JobCounts, JobCounts.job_id == Job.id)
+        .outerjoin(Team, Team.id == Job.team_id)
+        .where(
+            or_(JobCounts.queued > 0, JobCounts.job_id.is_(None)),
+            Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)),
+        )
+        .order_by(Job.priority.desc(), Job.created_at, Job.id)
+    )
+    return [
+        WaitingJob(
+            job_id,
+            status,
+            team_id,
+            share or 1,
+            cap,
+            priority,
+            created_at,
+            None if concurrency is None else max(0, free if free is not None else concurrency),
+        )
+        for job_id, status, team_id, share, cap, priority, created_at, free, concurrency in rows
+    ]
+
+
+def _team_queue(session: Session, jobs: list[WaitingJob], take: int) -> list[Any]:
+    """The team's next `take` queued trials in its own order (priority, age, plan), each as
+    (trial, priority, created_at): from its jobs in that order, each read by the queue's
+    index and no further than needed; a job with a concurrency of its own gives no more
+    than its room. On PostgreSQL the rows are locked, skipping those another plane holds."""
+    postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
+    picks: list[Any] = []
+    for job in jobs:
+        want = take - len(picks) if job.room is None else min(job.room, take - len(picks))
+        if want <= 0:
+            if len(picks) >= take:
+                break
+            continue
+        queue = (
+            select(Trial)
+            .where(Trial.status == TrialStatus.QUEUED, Trial.job_id == job.id)
+            .order_by(Trial.order, Trial.attempt)
+            .limit(want)
+        )
+        if postgres:
+            queue = queue.with_for_update(skip_locked=True)
+        picks += [(trial, job.priority, job.created_at) for trial in session.scalars(queue)]
+    return picks
 
 
 def by_share(
@@ -202,37 +262,6 @@ def room_by_team(
         if team_id in room:
             room[team_id] -= 1
     return running, room
-
-
-def job_room(session: Session) -> dict[str, tuple[str | None, int]]:
-    """Each job with a concurrency of its own: its team, and the trials it may still start,
-    box-wide (its running trials are counted in its counts row, kept under the claim lock)."""
-    rows = session.execute(
-        select(Job.id, Job.team_id, Job.concurrency - JobCounts.running)
-        .join(JobCounts, JobCounts.job_id == Job.id)
-        .where(
-            Job.concurrency.is_not(None),
-            Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)),
-        )
-    )
-    return {job_id: (team_id, free or 0) for job_id, team_id, free in rows}
-
-
-def waiting_teams(session: Session) -> dict[str | None, int]:
-    """The teams (None: admins' jobs) with trials queued, each with its share of the turns.
-    A job stored without its counts row (a bulk load; `counts.lock` makes the row at its
-    first change) may have trials queued too, so its team waits as well."""
-    rows = session.execute(
-        select(Job.team_id, Team.share)
-        .outerjoin(JobCounts, JobCounts.job_id == Job.id)
-        .outerjoin(Team, Team.id == Job.team_id)
-        .where(
-            or_(JobCounts.queued > 0, JobCounts.job_id.is_(None)),
-            Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)),
-        )
-        .distinct()
-    )
-    return {team_id: share or 1 for team_id, share in rows}
 
 
 def team_cap(session: Session, team_id: str) -> int | None:

@@ -250,10 +250,9 @@ class _Changes:
         for job_id in sorted(self.jobs):
             job = self.jobs[job_id]
             tallies.add(session, job_id, self.tallies[job_id])
-            counts.add(session, job_id, self.deltas[job_id])
             # The job's counts, locked since `_endings`, say whether anything is left open:
             # every trial that ended before these has committed its change, none can start.
-            kept = counts.read(session, job_id)
+            kept = counts.add_and_read(session, job_id, self.deltas[job_id])
             assert kept is not None
             if kept.settled:
                 job.status = JobStatus.FINISHED

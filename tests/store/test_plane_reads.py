@@ -1,7 +1,8 @@
 """What a plane reads of the store while its trials run, on SQLite and PostgreSQL: a job's
 row once for all its trials (service/scheduler/job_cache.py), a peer's cancels at most every
 `CANCEL_POLL_S` however often the loop turns, and both still right: the trials run as their
-job says, and a cancel another plane writes stops them."""
+job says, and a cancel another plane writes stops them. A claim reads the trials it takes,
+not the whole queue (service/store/queue.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from sandbox.protocol import LifecycleEvent, ResultMessage, TrialResult
 from service.backends.fake import FakeBackend, FakeWorker
 from service.scheduler import Scheduler
 from service.scheduler.loop import CANCEL_POLL_S
-from service.store.db import make_engine, reading, session_factory
+from service.store import queue
+from service.store.db import make_engine, migrate, reading, session_factory
 from service.store.jobs import mark_cancelled
 from service.store.models import Job, Trial
 from tests.store.conftest import submit
@@ -174,5 +176,45 @@ def test_reads_that_end_in_a_commit_keep_the_drivers_prepared_statements(
             with reading(sessions) as session:
                 session.execute(probe, {"name": "jobs"})
         assert prepared() == 1
+    finally:
+        engine.dispose()
+
+
+def test_a_claim_reads_the_trials_it_takes_not_the_whole_queue(database_url: str) -> None:
+    """A claim's cost does not grow with the queue: from a job of 4,000 queued trials, a
+    claim of four reads a handful of the trials' rows (the queue's index, in plan order),
+    where a read of the team's whole queue, sorted, would read all 4,000. Counted by the
+    server's own statistics of rows read, so PostgreSQL's alone."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("the server's statistics of rows read are PostgreSQL's")
+    engine = make_engine(database_url, connections=1)  # one backend: its statistics are ours
+    migrate(engine)
+    sessions = session_factory(engine)
+    try:
+        job = submit(sessions, rounds=1000)  # 4 cases: 4,000 trials
+
+        def trial_rows_read() -> int:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT pg_stat_force_next_flush()"))
+                connection.commit()  # idle: this backend's counts go to the server's
+                connection.execute(text("SELECT pg_stat_clear_snapshot()"))
+                read = connection.execute(
+                    text(
+                        "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)"
+                        " FROM pg_stat_user_tables WHERE relname = 'trials'"
+                    )
+                ).scalar_one()
+                connection.commit()
+                return int(read)
+
+        before = trial_rows_read()
+        claimed = queue.claim(sessions, "tests:1:reads", 4, [])
+        read = trial_rows_read() - before
+        with sessions() as session:
+            first = session.scalars(
+                select(Trial).where(Trial.job_id == job.id).order_by(Trial.order).limit(4)
+            ).all()
+        assert [c.trial_id for c in claimed] == [t.id for t in first]  # still in plan order
+        assert read < 100, read
     finally:
         engine.dispose()
