@@ -9,6 +9,7 @@ once on a go file; the time runs from then until the last plane exits, which it 
 trial is queued or running.
 
     python3 bench/scheduler.py [--trials 2000] [--slots 8] [--postgres URL] [--profile]
+                               [--plane-cpus 0.6]
 
 `--postgres` (default $EXAMHALL_TEST_POSTGRES_URL) names a server where a throwaway database
 is created and dropped for each configuration, as the store's tests make theirs
@@ -19,7 +20,10 @@ Each configuration also counts the CPU it used: the planes' (their processes' us
 time) and, for a PostgreSQL server on this machine, the server's (every postgres process's,
 with the backends that exited counted through their parent). CPU per trial bounds what any
 number of planes can reach on this machine's cores, whatever the code's waits:
-`ceiling = cores / CPU per trial`.
+`ceiling = cores / CPU per trial`. Two planes and their store on this 2-core machine come
+near that ceiling; `--plane-cpus` adds one and two planes each held to a share of a CPU
+(bench/_cpu_share.py), as planes on boxes of their own, where their ratio measures how the
+planes scale rather than the cores they share.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from sqlalchemy import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import table, write_json
+from bench._cpu_share import cpu_share
 from sandbox.protocol import EventMessage, LifecycleEvent, ResultMessage, TrialResult
 from service.app import PLANE_CONNECTIONS
 from service.backends.fake import FakeBackend, FakeWorker
@@ -146,14 +151,21 @@ def postgres_cpu_s() -> float | None:
     return total if found else None
 
 
-def configuration(url: str, planes: int, trials: int, slots: int, jobs: int = 1) -> dict[str, Any]:
+def configuration(
+    url: str, planes: int, trials: int, slots: int, jobs: int = 1, cpus: float | None = None
+) -> dict[str, Any]:
+    """`planes` planes through `trials` trials of `jobs` jobs; with `cpus`, each plane held
+    to that many CPUs (bench/_cpu_share.py), as on a box of its own."""
     # Several jobs keep a counts row each, which a trial's result locks (service/store/
     # results.py): one job's results take turns. Of teams of their own, so that the queue
     # serves them in turn rather than the older one first.
     job_ids = [submit(url, trials // jobs, None if jobs == 1 else f"team{n}") for n in range(jobs)]
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     store_before = postgres_cpu_s() if url.startswith("postgresql") else None
-    with tempfile.TemporaryDirectory(prefix="examhall-bench-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="examhall-bench-") as scratch,
+        contextlib.ExitStack() as shares,
+    ):
         go = Path(scratch) / "go"
         processes = [
             subprocess.Popen(
@@ -172,6 +184,9 @@ def configuration(url: str, planes: int, trials: int, slots: int, jobs: int = 1)
             )
             for n in range(planes)
         ]
+        if cpus is not None:
+            for process in processes:
+                shares.enter_context(cpu_share(process.pid, cpus))
         time.sleep(2.0)  # the planes import and connect before the clock starts
         started = time.perf_counter()
         go.touch()
@@ -232,6 +247,17 @@ def profile(trials: int, slots: int) -> None:
     stats.sort_stats("tottime").print_stats(30)
 
 
+# (planes, jobs, each plane held to a CPU share): the last two only with --plane-cpus.
+_POSTGRES_CONFIGURATIONS = ((1, 1, False), (2, 1, False), (1, 2, False), (2, 2, False))
+_POSTGRES_CONFIGURATIONS += ((1, 1, True), (2, 1, True))
+
+
+def _name(planes: int, jobs: int, cpus: float | None) -> str:
+    name = f"postgresql, {planes} plane{'s' if planes > 1 else ''}"
+    name += "" if jobs == 1 else f", {jobs} jobs"
+    return name if cpus is None else name + f" of {cpus:g} CPU"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=2000)
@@ -243,6 +269,12 @@ def main() -> int:
         type=int,
         default=1,
         help="rounds of every configuration in turn; medians, and each round's two-plane ratio",
+    )
+    parser.add_argument(
+        "--plane-cpus",
+        type=float,
+        help="also run one and two PostgreSQL planes each held to this many CPUs (a cgroup "
+        "quota; needs root), as planes on boxes of their own",
     )
     parser.add_argument("--json", help="where to write the results")
     parser.add_argument("--plane", nargs=5, help=argparse.SUPPRESS)
@@ -262,11 +294,13 @@ def main() -> int:
                 f"sqlite:///{scratch}/bench.db", 1, args.trials, args.slots
             )
         if args.postgres:
-            for planes, jobs in ((1, 1), (2, 1), (1, 2), (2, 2)):
-                name = f"postgresql, {planes} plane{'s' if planes > 1 else ''}"
+            for planes, jobs, held in _POSTGRES_CONFIGURATIONS:
+                if held and args.plane_cpus is None:
+                    continue
+                cpus = args.plane_cpus if held else None
                 with fresh_database(make_url(args.postgres)) as url:
-                    measured[name + ("" if jobs == 1 else f", {jobs} jobs")] = configuration(
-                        url, planes, args.trials, args.slots, jobs
+                    measured[_name(planes, jobs, cpus)] = configuration(
+                        url, planes, args.trials, args.slots, jobs, cpus
                     )
         rounds.append(measured)
     results = {
@@ -294,18 +328,21 @@ def main() -> int:
     headers += ["plane CPU ms/trial", "store CPU ms/trial", "CPU ceiling trials/min"]
     print(table(headers, rows))
     ratios: dict[str, list[float]] = {}
-    for jobs in ("", ", 2 jobs"):
-        one, two = f"postgresql, 1 plane{jobs}", f"postgresql, 2 planes{jobs}"
+    for jobs, cpus in ((1, None), (2, None), (1, args.plane_cpus)):
+        one, two = _name(1, jobs, cpus), _name(2, jobs, cpus)
         if one not in results:
             continue
+        label = f"{jobs} job{'s' if jobs > 1 else ''}"
+        label += "" if cpus is None else f", each plane held to {cpus:g} CPU"
         each = [r[two]["trials_per_min"] / r[one]["trials_per_min"] for r in rounds]
-        ratios[jobs.strip(", ") or "1 job"] = [round(x, 2) for x in each]
-        bound = results[one]["ceiling_trials_per_min"] / results[one]["trials_per_min"]
+        ratios[label] = [round(x, 2) for x in each]
         print(
-            f"two planes / one plane on PostgreSQL, {jobs.strip(', ') or '1 job'}: median "
+            f"two planes / one plane on PostgreSQL, {label}: median "
             f"{statistics.median(each):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in each)})"
         )
-        print(f"  the most any number of planes could reach here, by CPU: {bound:.2f}x")
+        if cpus is None:
+            bound = results[one]["ceiling_trials_per_min"] / results[one]["trials_per_min"]
+            print(f"  the most any number of planes could reach here, by CPU: {bound:.2f}x")
     print(f"load average: {os.getloadavg()}")
     write_json(
         "scheduler",
@@ -313,6 +350,7 @@ def main() -> int:
             "trials": args.trials,
             "slots": args.slots,
             "repeats": args.repeats,
+            "plane_cpus": args.plane_cpus,
             "results": results,
             "two_planes_over_one": ratios,
             "rounds": rounds,
