@@ -328,7 +328,10 @@ def main() -> int:
     headers += ["plane CPU ms/trial", "store CPU ms/trial", "CPU ceiling trials/min"]
     print(table(headers, rows))
     ratios: dict[str, list[float]] = {}
-    for jobs, cpus in ((1, None), (2, None), (1, args.plane_cpus)):
+    compared: list[tuple[int, float | None]] = [(1, None), (2, None)]
+    if args.plane_cpus is not None:
+        compared.append((1, args.plane_cpus))
+    for jobs, cpus in compared:
         one, two = _name(1, jobs, cpus), _name(2, jobs, cpus)
         if one not in results:
             continue

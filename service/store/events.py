@@ -100,16 +100,14 @@ def insert_events(
     connection: no session, ORM objects or per-row parameter processing, which cost more
     than the writes. Each payload is encoded as its row goes out, so on PostgreSQL the
     server takes in one part of the batch while the next is encoded."""
-    rows = _rows(trial_id, events)
     with sessions() as session:
         engine = session.get_bind().engine
     copies = engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg"
     if not copies and engine.dialect.name != "sqlite":
         with sessions.begin() as session:  # any other driver: its own executemany
-            session.execute(
-                insert(_EVENTS_AS_TEXT), [dict(zip(_COLUMNS, r, strict=True)) for r in rows]
-            )
+            insert_in(session, [(trial_id, events)])
         return
+    rows = _rows(trial_id, events)
     connection = engine.raw_connection()
     try:
         if copies:

@@ -9,7 +9,7 @@ state it expects, so a row another plane changed meanwhile is never taken from i
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -65,18 +65,17 @@ def claim(
     the queue (suite listings), counted as that team's running container."""
     with sessions.begin() as session:
         take_turns(session.connection(), CLAIM_LOCK)
+        postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
         waiting = waiting_jobs(session)
-        running = running_by_team(session)
-        for team_id in local_teams:
-            running[team_id] = running.get(team_id, 0) + 1
         # Only the teams with trials waiting can take any: their caps came with their jobs.
-        room = {j.team_id: j.cap - running.get(j.team_id, 0) for j in waiting if j.cap is not None}
+        caps = {job.team_id: job.cap for job in waiting if job.cap is not None}
+        running, room = room_by_team(session, local_teams, caps)
         shares = {job.team_id: job.share for job in waiting}
         heads: dict[str | None, list[Any]] = {}
         for team_id in shares:
             take = min(limit, room.get(team_id, limit))
             team_jobs = [job for job in waiting if job.team_id == team_id]
-            if take > 0 and (picks := _team_queue(session, team_jobs, take)):
+            if take > 0 and (picks := _team_queue(session, team_jobs, take, postgres)):
                 heads[team_id] = picks
         chosen = by_share(heads, shares, running, limit)
         # The jobs' counts rows first (`counts.lock`): the version the claimed trials carry.
@@ -88,7 +87,6 @@ def claim(
         # checks: with no statistics yet (a young store, a large job just submitted) the
         # planner reads the write's rows by the queue's status index, every queued trial,
         # rather than by their ids.
-        postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
         still_queued = () if postgres else (Trial.status == TrialStatus.QUEUED,)
         won: set[str] = set()
         for job_id, trial_ids in _by_job((t.job_id, t.id) for t in chosen).items():
@@ -151,8 +149,8 @@ def waiting_jobs(session: Session) -> list[WaitingJob]:
             Team.max_containers,
             Job.priority,
             Job.created_at,
-            Job.concurrency - JobCounts.running,
             Job.concurrency,
+            JobCounts.running,
         )
         .outerjoin(JobCounts, JobCounts.job_id == Job.id)
         .outerjoin(Team, Team.id == Job.team_id)
@@ -171,18 +169,17 @@ def waiting_jobs(session: Session) -> list[WaitingJob]:
             cap,
             priority,
             created_at,
-            None if concurrency is None else max(0, free if free is not None else concurrency),
+            None if concurrency is None else max(0, concurrency - (running or 0)),
         )
-        for job_id, status, team_id, share, cap, priority, created_at, free, concurrency in rows
+        for job_id, status, team_id, share, cap, priority, created_at, concurrency, running in rows
     ]
 
 
-def _team_queue(session: Session, jobs: list[WaitingJob], take: int) -> list[Any]:
+def _team_queue(session: Session, jobs: list[WaitingJob], take: int, postgres: bool) -> list[Any]:
     """The team's next `take` queued trials in its own order (priority, age, plan), each as
     (trial, priority, created_at): from its jobs in that order, each read by the queue's
     index and no further than needed; a job with a concurrency of its own gives no more
     than its room. On PostgreSQL the rows are locked, skipping those another plane holds."""
-    postgres = session.bind is not None and session.bind.dialect.name == "postgresql"
     picks: list[Any] = []
     for job in jobs:
         want = take - len(picks) if job.room is None else min(job.room, take - len(picks))
@@ -238,25 +235,34 @@ def _by_job(pairs: Any) -> dict[str, list[str]]:
     return grouped
 
 
-def team_room(session: Session, running: dict[str | None, int]) -> dict[str | None, int]:
+def team_room(
+    session: Session,
+    running: dict[str | None, int],
+    caps: Mapping[str | None, int] | None = None,
+) -> dict[str | None, int]:
     """Containers each capped team may still start, box-wide (all control planes), given
-    the trials each team runs now (`running_by_team`)."""
-    caps = dict_of(
-        session, select(Team.id, Team.max_containers).where(Team.max_containers.is_not(None))
-    )
+    the trials each team runs now (`running_by_team`); of the teams in `caps` (team, cap)
+    when given, else of every capped team, whose caps are read."""
+    if caps is None:
+        caps = dict_of(
+            session, select(Team.id, Team.max_containers).where(Team.max_containers.is_not(None))
+        )
     if not caps:
         return {}
     return {team: (cap or 0) - running.get(team, 0) for team, cap in caps.items()}
 
 
 def room_by_team(
-    session: Session, local_teams: Sequence[str | None]
+    session: Session,
+    local_teams: Sequence[str | None],
+    caps: Mapping[str | None, int] | None = None,
 ) -> tuple[dict[str | None, int], dict[str | None, int]]:
-    """The containers each team runs box-wide, and what each capped team may still start:
-    every control plane's running trials, and a container for each of `local_teams` (the
-    slots a plane took outside the queue, `claim`'s)."""
+    """The containers each team runs box-wide, and what each capped team (of `caps`, when
+    given, as `team_room`) may still start: every control plane's running trials, and a
+    container for each of `local_teams` (the slots a plane took outside the queue,
+    `claim`'s)."""
     running = running_by_team(session)
-    room = team_room(session, running)
+    room = team_room(session, running, caps)
     for team_id in local_teams:
         running[team_id] = running.get(team_id, 0) + 1
         if team_id in room:
