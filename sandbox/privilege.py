@@ -9,6 +9,8 @@ PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
 PR_SET_NO_NEW_PRIVS = 38
 PR_GET_NO_NEW_PRIVS = 39
+PR_CAPBSET_DROP = 24
+CAP_SETPCAP = 8
 
 
 class PrivilegeError(Exception):
@@ -86,12 +88,16 @@ def oom_score_adj(pid: int | str = "self") -> int:
 CAP_SYS_RESOURCE = 24
 
 
-def has_bounding_capability(number: int) -> bool:
+def bounding_capabilities() -> int:
     with open("/proc/self/status") as status:
         for line in status:
             if line.startswith("CapBnd:"):
-                return bool(int(line.split()[1], 16) >> number & 1)
-    return False
+                return int(line.split()[1], 16)
+    raise PrivilegeError("/proc/self/status has no CapBnd line.")
+
+
+def has_bounding_capability(number: int) -> bool:
+    return bool(bounding_capabilities() >> number & 1)
 
 
 def protect_from_oom() -> str | None:
@@ -155,6 +161,51 @@ def drop_all_capabilities() -> None:
         raise PrivilegeError(f"capset failed: {os.strerror(ctypes.get_errno())}")
     if effective_capabilities():
         raise PrivilegeError("capabilities remain after capset.")
+
+
+def _last_capability() -> int:
+    with open("/proc/sys/kernel/cap_last_cap") as handle:
+        return int(handle.read())
+
+
+def keep_only_capabilities(numbers: frozenset[int]) -> None:
+    """Hold, for good, no capability but `numbers`: the others leave the bounding set (so no
+    exec of root's gets them back) and the effective, permitted and inheritable sets.
+
+    The bounding set is trimmed where CAP_SETPCAP is held; where it is not, no_new_privs
+    (which the caller sets) keeps an exec from gaining what the permitted set lost. Verified."""
+    if effective_capabilities() >> CAP_SETPCAP & 1:
+        for number in range(_last_capability() + 1):
+            if number not in numbers and bounding_capabilities() >> number & 1:
+                _prctl(PR_CAPBSET_DROP, number)
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise PrivilegeError(f"capget failed: {os.strerror(ctypes.get_errno())}")
+    mask = sum(1 << n for n in numbers)
+    for word in (0, 1):
+        part = mask >> (32 * word) & 0xFFFFFFFF
+        data[word].effective &= part
+        data[word].permitted &= part
+        data[word].inheritable = 0
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise PrivilegeError(f"capset failed: {os.strerror(ctypes.get_errno())}")
+    if effective_capabilities() & ~mask:
+        raise PrivilegeError("capabilities outside the kept set remain after dropping them.")
+
+
+def empty_bounding_set() -> bool:
+    """Drop every capability from the bounding set, where this process may (it holds
+    CAP_SETPCAP): nothing this process execs, setuid-root or not, can hold one again.
+    Returns whether it was done."""
+    if not effective_capabilities() >> CAP_SETPCAP & 1:
+        return False
+    for number in range(_last_capability() + 1):
+        _prctl(PR_CAPBSET_DROP, number)
+    if bounding_capabilities():
+        raise PrivilegeError("the bounding set is not empty after dropping it.")
+    return True
 
 
 def drop_capability(number: int) -> None:

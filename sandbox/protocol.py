@@ -78,8 +78,15 @@ class TaskSpec:
     # Harbor's [environment].env (every process of the task) and [solution].env (the oracle).
     env: dict[str, str] = field(default_factory=dict)
     solution_env: dict[str, str] = field(default_factory=dict)
-    # The task's working directory as its tests know it (e.g. /app, a link to /workspace).
+    # The task's working directory as its tests know it (e.g. /app, where the trial's
+    # workspace is mounted; /workspace is a link to it).
     workdir: str | None = None
+    # Harbor's [agent].user: the user the agent runs as, created when the image lacks it
+    # (sandbox/task_user.py); None: examhall's sandbox user.
+    agent_user: str | None = None
+    # The verifier of examhall's first releases, which a task may ask for: no capability and
+    # nothing of the working directory on sys.path (sandbox/verifier.py).
+    strict_verifier: bool = False
     # A built-in agent instead of a model's: "oracle" runs /solution/solve.sh, "nop" nothing.
     agent: str | None = None
     # The job's egress policy gives this task a way out: the supervisor starts its proxy
@@ -463,33 +470,39 @@ def _string_map(spec: dict[str, Any], key: str) -> dict[str, str] | None:
     return value
 
 
+def _optional_string(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ProtocolError(f"Run request field 'task.{key}' must be a string.")
+    return value
+
+
+def _flag(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise ProtocolError(f"Run request field 'task.{key}' must be true or false.")
+    return value
+
+
 def _task(data: Any) -> TaskSpec | None:
     if data is None:
         return None
     if not isinstance(data, dict):
         raise ProtocolError("Run request field 'task' must be an object.")
-    solution = _string_map(data, "solution")
-    agent = data.get("agent")
-    if agent is not None and not isinstance(agent, str):
-        raise ProtocolError("Run request field 'task.agent' must be a string.")
-    workdir = data.get("workdir")
-    if workdir is not None and not isinstance(workdir, str):
-        raise ProtocolError("Run request field 'task.workdir' must be a string.")
-    egress = data.get("egress", False)
-    if not isinstance(egress, bool):
-        raise ProtocolError("Run request field 'task.egress' must be true or false.")
     return TaskSpec(
         name=_require(data, "name", str),
         instruction=_require(data, "instruction", str),
         tests=_string_map(data, "tests") or {},
-        solution=solution,
+        solution=_string_map(data, "solution"),
         verifier_timeout_s=float(_require(data, "verifier_timeout_s", (int, float))),
         verifier_env=_string_map(data, "verifier_env") or {},
         env=_string_map(data, "env") or {},
         solution_env=_string_map(data, "solution_env") or {},
-        workdir=workdir,
-        agent=agent,
-        egress=egress,
+        workdir=_optional_string(data, "workdir"),
+        agent_user=_optional_string(data, "agent_user"),
+        strict_verifier=_flag(data, "strict_verifier"),
+        agent=_optional_string(data, "agent"),
+        egress=_flag(data, "egress"),
     )
 
 

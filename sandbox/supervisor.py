@@ -26,7 +26,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from sandbox import limits, privilege, workspace
@@ -34,7 +33,6 @@ from sandbox.channel import Channel
 from sandbox.protocol import (
     MAX_ARTIFACT_BYTES,
     MAX_LINE_BYTES,
-    WORKSPACE_DIR,
     CasesMessage,
     ErrorKind,
     Event,
@@ -55,6 +53,7 @@ from sandbox.protocol import (
 if TYPE_CHECKING:
     from sandbox.egress import EgressFront
     from sandbox.relay import ModelReplyMessage, ReplyErrorKind
+    from sandbox.task_user import AgentUser
 
 # Steps during which the agent's processes exist and may have ended the worker.
 AGENT_STEPS = frozenset({"run_agent", "judge"})
@@ -325,7 +324,16 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
             spec.task.solution if runs_solution(spec.task.agent, spec.model.provider) else None
         )
         task = dataclasses.replace(spec.task, tests={}, solution=solution)
-        if spec.task.egress:
+        # The task's agent user, settled as root before the child drops to it.
+        user = _agent_user(spec, run)
+        spec = dataclasses.replace(spec, sandbox_uid=user.uid, sandbox_gid=user.gid)
+        bare = dataclasses.replace(bare, sandbox_uid=user.uid, sandbox_gid=user.gid)
+        task = dataclasses.replace(
+            task,
+            env={"HOME": user.home, "USER": user.name, "LOGNAME": user.name, **task.env},
+        )
+        verifier.lay_out_logs(user.uid, user.gid)
+        if task.egress:
             # Only a trial with a way out imports one (sockets, threads of its own).
             from sandbox.egress import EgressFront, proxy_env
 
@@ -344,6 +352,23 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
                 return None
     to_child.write(encode(RunRequest(spec=bare)))
     return spec
+
+
+def _agent_user(spec: RunSpec, run: _Supervision) -> AgentUser:
+    """The task's agent user, or the sandbox user (with a note saying why) when the task's
+    cannot be had: the agent runs either way, and never as root."""
+    from sandbox.task_user import AgentUser, settle
+
+    assert spec.task is not None
+    uid, gid = spec.sandbox_uid, spec.sandbox_gid
+    try:
+        user = settle(spec.task.agent_user, uid, gid)
+    except (OSError, ValueError) as exc:
+        note = f"the agent user could not be had ({exc}); the agent runs as uid {uid}"
+        user = AgentUser(str(uid), uid, gid, "/tmp/home", note)
+    if user.note is not None:
+        run.emit(LifecycleEvent(step="agent_user", detail=user.note))
+    return user
 
 
 def supervise(channel: Channel, run_child: Callable[[Channel], None]) -> None:
@@ -468,6 +493,7 @@ def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict
     assert spec.task is not None
     run.channel.send(StepMessage(step="verify"))
     run.last_step = "verify"
+    run.emit(LifecycleEvent(step="verifier", detail=verifier.describe(spec.task.strict_verifier)))
     started = time.monotonic()
     env = {**spec.task.env, **spec.task.verifier_env}
     if run.front is not None:
@@ -483,7 +509,8 @@ def _verified(run: _Supervision, spec: RunSpec, message: dict[str, Any]) -> dict
             timeout_s=spec.task.verifier_timeout_s,
             env=env,
             cwd=workspace.task_workdir(spec.task.workdir),
-            workspace=Path(WORKSPACE_DIR),
+            workspace=workspace.root(),
+            strict=spec.task.strict_verifier,
         )
     except Exception as exc:  # whatever the verifier left, it is the run's failure
         if not isinstance(exc, verifier.NoReward):

@@ -3,9 +3,16 @@
 The root supervisor runs this once the sandboxed worker has reported the agent's run. By
 then nothing of the agent may still run (every other process is killed first), and only
 then do the tests appear in /tests: the agent never sees them, nor the reference solution.
-The script runs as uid 0 holding no capability (sandbox/capless.py), in the task's working
-directory, with the verifier's timeout, and leaves its reward in /logs/verifier/reward.json
-or reward.txt.
+The script runs in the task's working directory, with the verifier's timeout, and leaves its
+reward in /logs/verifier/reward.json or reward.txt.
+
+It runs as Harbor's does (docs/security/verifier.md): uid 0 with Docker's default
+capabilities less CAP_MKNOD, on the container's writable root, with the image's environment,
+root's home, and the working directory on every Python's sys.path after the standard
+library and the installed packages (sandbox/verifier_site/sitecustomize.py), so `python3 -m
+PACKAGE` of the agent's code works while nothing of the agent's shadows a module the tests
+use. A task may ask for the strict verifier instead: no capability at all, and nothing of
+the working directory on sys.path.
 
 The agent's files are what the script reads and often runs (a test that imports the agent's
 module), so everything that happens here is within the agent's reach: no reward, a crash, a
@@ -29,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.credentials import is_secret_name
 from sandbox.workspace import FixtureError, fixture_target
 
 TESTS_DIR = Path("/tests")
@@ -42,20 +50,33 @@ REWARD_LIMIT = 64 * 1024
 # How long the killing of the agent's (or the verifier's) leftovers may take.
 CLEAR_TIMEOUT_S = 10.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Every Python the verifier's script starts, as root, puts neither its working directory
-# (the agent's) nor a user site directory on sys.path. DEFAULT_PATH has no agent's command:
-# an installed agent's is on the agent's PATH only (sandbox/external.py, AGENT_BIN).
+# Every Python the verifier's script starts, as root, puts its working directory (the
+# agent's) nowhere before the standard library, nor a user site directory on sys.path: its
+# usercustomize would be looked for along the whole path, the working directory included.
+# DEFAULT_PATH has no agent's command: an installed agent's is on the
+# agent's PATH only (sandbox/external.py, AGENT_BIN).
 VERIFIER_PYTHON_ENV = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
-# Runs the command as uid 0 without capabilities. -I -S: no environment variable, no user
-# or site directory and no .pth file reaches this Python, which starts as root with the
+# The faithful verifier's: sitecustomize.py there appends the working directory to sys.path
+# (and then loads the image's own sitecustomize, if any).
+VERIFIER_SITE = "/opt/examhall/sandbox/verifier_site"
+WORKDIR_VARIABLE = "EXAMHALL_VERIFIER_WORKDIR"
+# Docker's default capabilities less CAP_MKNOD, by number. The container holds CAP_MKNOD
+# (service/backends/docker/hardening.py): a process whose capabilities are not a superset of
+# another's cannot ptrace-access it, so the verifier (and the agent's code it runs) cannot
+# reach the descriptors of the container's init, whose stdout is the channel.
+VERIFIER_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
+# Runs the command as uid 0 with VERIFIER_CAPS, or none. -I -S: no environment variable, no
+# user or site directory and no .pth file reaches this Python, which starts as root with the
 # supervisor's capabilities; an image's site-packages may name the agent's workspace. The
 # command's own environment travels as an argument and applies only at its exec.
 _CAPLESS = (
     "import sys; sys.path.insert(0, '/opt/examhall'); from sandbox.capless import main; main()"
 )
-# Root's home for the verifier: Harbor's tests install tools and caches under $HOME, and
-# the image's /root is read-only.
+# Root's home for the strict verifier: Harbor's tests install tools and caches under $HOME.
 VERIFIER_HOME = Path("/tmp/examhall-verifier-home")
+ROOT_HOME = Path("/root")
+# Where the agent's processes could leave files at paths root's tools read by convention.
+AGENT_TEMP_DIRS = (Path("/tmp"), Path("/var/tmp"))
 
 
 class NoReward(Exception):
@@ -138,11 +159,53 @@ def place_solution(files: dict[str, str]) -> None:
 
 def hand_to_root(workspace: Path) -> None:
     """Give the agent's files to root, as Harbor's tests expect to write beside them. Links
-    are changed themselves, never followed: the agent made them."""
+    are changed themselves, never followed: the agent made them. The directory itself is
+    open to every user, as a WORKDIR the image made is, for a test that runs the agent's
+    code as another user."""
     for directory, dirnames, filenames in os.walk(workspace):
         for name in [*dirnames, *filenames]:
             os.lchown(os.path.join(directory, name), 0, 0)
     os.lchown(workspace, 0, 0)
+    os.chmod(workspace, 0o755)
+
+
+def lay_out_logs(uid: int, gid: int) -> None:
+    """/logs/agent, the agent's to write, and /logs/verifier, root's, as Harbor lays them out."""
+    os.chmod(LOGS_DIR, 0o755)
+    agent = LOGS_DIR / "agent"
+    agent.mkdir(mode=0o755, exist_ok=True)
+    os.chown(agent, uid, gid)
+    VERIFIER_LOGS.mkdir(mode=0o755, exist_ok=True)
+
+
+def describe(strict: bool) -> str:
+    """Which verifier a trial ran under, for its transcript (and check-tasks' causes)."""
+    if strict:
+        return "the strict verifier: tests/test.sh as uid 0 holding no capability"
+    return (
+        "the verifier as Harbor's: tests/test.sh as uid 0 with Docker's default capabilities "
+        "less MKNOD, on a writable root"
+    )
+
+
+def environment(env: dict[str, str], *, cwd: str, strict: bool) -> dict[str, str]:
+    """The script's whole environment. The faithful verifier's starts from the image's own
+    (its ENV, as `docker exec` gives it); the strict one's from nothing."""
+    if strict:
+        base = {"PATH": DEFAULT_PATH, "HOME": str(VERIFIER_HOME), "LANG": "C.UTF-8"}
+        return {**base, **env, **VERIFIER_PYTHON_ENV}
+    image = {k: v for k, v in os.environ.items() if not is_secret_name(k)}
+    base = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", **image, "HOME": str(ROOT_HOME)}
+    merged = {**base, **env}
+    theirs = merged.get("PYTHONPATH")
+    # Last, so no task's env can undo them: the working directory joins sys.path at its end
+    # (sitecustomize.py), never at its start.
+    return {
+        **merged,
+        **VERIFIER_PYTHON_ENV,
+        "PYTHONPATH": VERIFIER_SITE + (f":{theirs}" if theirs else ""),
+        WORKDIR_VARIABLE: cwd,
+    }
 
 
 def run(
@@ -152,17 +215,25 @@ def run(
     env: dict[str, str],
     cwd: str,
     workspace: Path,
+    strict: bool = False,
 ) -> Verdict:
     """Run the verifier and read its reward, or raise NoReward."""
     end_other_processes()
-    for directory in (LOGS_DIR, TESTS_DIR):
-        os.chmod(directory, 0o755)
-    replace_tree(LOGS_DIR, {})
+    os.chmod(TESTS_DIR, 0o755)
+    # /logs/verifier is root's from the start (lay_out_logs), empty; /logs/agent stays as
+    # the agent left it, for the tests to read as Harbor's do.
+    os.chmod(LOGS_DIR, 0o755)
+    if VERIFIER_LOGS.is_dir():
+        replace_tree(VERIFIER_LOGS, {})
+    else:
+        VERIFIER_LOGS.mkdir(mode=0o755)
     # What the agent left in /tmp (configs, caches at predictable paths) would be read by
     # root's tests: only the workspace is the agent's to leave behind.
-    replace_tree(Path("/tmp"), {})
-    VERIFIER_HOME.mkdir(mode=0o700)
-    VERIFIER_LOGS.mkdir(mode=0o755)
+    for temp in AGENT_TEMP_DIRS:
+        if temp.is_dir() and not temp.is_symlink():
+            replace_tree(temp, {})
+    home = VERIFIER_HOME if strict or not ROOT_HOME.is_dir() else ROOT_HOME
+    home.mkdir(mode=0o700, exist_ok=True)
     try:
         replace_tree(TESTS_DIR, tests)
     except FixtureError as exc:
@@ -173,16 +244,10 @@ def run(
     log_fd = os.open(VERIFIER_LOGS / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     started = time.monotonic()
     try:
-        command_env = {
-            "PATH": DEFAULT_PATH,
-            "HOME": str(VERIFIER_HOME),
-            "LANG": "C.UTF-8",
-            **env,
-            # Last, so no task's env can undo them: the agent's files in the working
-            # directory shadow no module a test runs (`python3 -m unittest` would import a
-            # planted unittest/ from the cwd first), nor does a user site directory.
-            **VERIFIER_PYTHON_ENV,
-        }
+        command_env = environment(env, cwd=cwd, strict=strict)
+        if home != ROOT_HOME:
+            command_env["HOME"] = str(home)
+        keep = "" if strict else ",".join(map(str, sorted(VERIFIER_CAPS)))
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -191,6 +256,7 @@ def run(
                 "-c",
                 _CAPLESS,
                 json.dumps(command_env),
+                keep,
                 "/bin/bash",
                 str(TEST_SCRIPT),
             ],
@@ -217,7 +283,9 @@ def run(
     reward = read_reward()
     score = reward["reward"] if "reward" in reward else sum(reward.values()) / len(reward)
     shown = ", ".join(f"{k}={v:g}" for k, v in reward.items())
-    detail = f"reward {shown} (test.sh exited {code} after {time.monotonic() - started:.1f} s)"
+    took = time.monotonic() - started
+    how = "strict verifier" if strict else "verifier"
+    detail = f"reward {shown} ({how}: test.sh exited {code} after {took:.1f} s)"
     return Verdict(score=min(1.0, max(0.0, score)), reward=reward, detail=detail, log=log)
 
 

@@ -69,7 +69,6 @@ from sandbox.prompt import PromptMismatch, build_system_prompt, prompt_sha256, v
 from sandbox.protocol import (
     SANDBOX_GID,
     SANDBOX_UID,
-    WORKSPACE_DIR,
     CaseInfo,
     CasesMessage,
     ErrorKind,
@@ -259,23 +258,25 @@ class Worker:
 
     def seed(self, spec: RunSpec, case: Case) -> None:
         try:
-            workspace.seed_workspace(
-                Path(WORKSPACE_DIR), case.files, spec.sandbox_uid, spec.sandbox_gid
-            )
+            root = workspace.root()
+            workspace.seed_workspace(root, case.files, spec.sandbox_uid, spec.sandbox_gid)
             # A task environment's working directory, set aside when its image was built.
-            workspace.copy_seed(Path(workspace.ENVIRONMENT_SEED), Path(WORKSPACE_DIR))
+            workspace.copy_seed(Path(workspace.ENVIRONMENT_SEED), root)
         except workspace.FixtureError as exc:
             _fail("seed_workspace", str(exc))
 
     def drop(self, uid: int, gid: int) -> None:
         """Leave root for good, after giving the sandbox user its workspace and home."""
         try:
-            for directory in (WORKSPACE_DIR, HOME):
-                workspace.prepare_directory(Path(directory), uid, gid)
-            privilege.drop_privileges(uid, gid)
-            privilege.verify_dropped(uid, gid)
+            for directory in (workspace.root(), Path(HOME)):
+                workspace.prepare_directory(directory, uid, gid)
             # Inherited from the supervisor where the engine granted the means to set it.
             exempt = privilege.has_bounding_capability(privilege.CAP_SYS_RESOURCE)
+            # A task's container holds the capabilities its verifier gets (sandbox/verifier.py):
+            # none of them stays within reach of anything the agent execs.
+            privilege.empty_bounding_set()
+            privilege.drop_privileges(uid, gid)
+            privilege.verify_dropped(uid, gid)
             if exempt and (adj := privilege.oom_score_adj()) != privilege.OOM_EXEMPT:
                 raise privilege.PrivilegeError(f"the worker's oom_score_adj is {adj}.")
         except (OSError, privilege.PrivilegeError) as exc:
@@ -414,6 +415,7 @@ class Worker:
             except PromptMismatch as exc:
                 raise StepFailed("run_agent", str(exc)) from None
             prompt_hash = prompt_sha256(system)
+            root = workspace.root()
             self.emit(LifecycleEvent(step="system_prompt", detail=f"sha256 {prompt_hash}"))
             if spec.command:
                 from sandbox.external import run_external
@@ -423,7 +425,7 @@ class Worker:
                     model,
                     prompts=case.prompts,
                     env=tool_env,
-                    cwd=workspace.task_workdir(spec.task.workdir) if spec.task else WORKSPACE_DIR,
+                    cwd=workspace.task_workdir(spec.task.workdir) if spec.task else str(root),
                     timeout_s=spec.limits.agent_timeout_s,
                     emit=self.emit,
                     state=state,
@@ -436,7 +438,7 @@ class Worker:
                     prompts=case.prompts,
                     tools=tools,
                     ctx=ToolContext(
-                        workspace=Path(WORKSPACE_DIR),
+                        workspace=root,
                         timeout_s=spec.limits.tool_timeout_s,
                         output_limit=spec.limits.tool_output_bytes,
                         env=tool_env,
@@ -478,7 +480,7 @@ class Worker:
             )
         run = AgentRun(
             state.final_text,
-            Path(WORKSPACE_DIR),
+            workspace.root(),
             tuple(self.events),
             read_limit=spec.limits.judge_read_bytes,
             judge_model=judge_model,

@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from sandbox.protocol import WORKSPACE_DIR
+
 
 class FixtureError(ValueError):
     pass
@@ -52,15 +54,21 @@ def seed_workspace(
 
 
 # Where a task environment's image keeps its working directory's content (the directory
-# itself becomes a link to the trial's workspace when the image is built).
+# itself becomes the trial's workspace's mount point when the image is built).
 ENVIRONMENT_SEED = "/opt/examhall/seed"
 # The working directory's path, as the image's build wrote it.
 ENVIRONMENT_WORKDIR = "/opt/examhall/workdir"
 
 
+def root() -> Path:
+    """The trial's workspace, by its real path: a task's working directory is the mount
+    point itself, and /workspace a link to it (service/environments/worker_layer.py)."""
+    return Path(os.path.realpath(WORKSPACE_DIR))
+
+
 def task_workdir(override: str | None) -> str:
-    """Where a task's agent and verifier start: the task's own working directory (a link to
-    the workspace) when its image has one, else the workspace."""
+    """Where a task's agent and verifier start: the task's own working directory (where the
+    workspace is mounted) when its image has one, else the workspace."""
     if override:
         return override
     try:

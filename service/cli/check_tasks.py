@@ -48,7 +48,7 @@ from service.cli.task_verdicts import (
 from service.store.db import database_url
 from service.suites import SuiteError, shipped_dir
 from service.suites.archives import ArchiveError
-from service.suites.harbor import load_tasks, read_tree, shipped_task_suites
+from service.suites.harbor import HarborTaskError, load_suite, read_tree, shipped_task_suites
 
 # Where an agent's files are when the task names no WORKDIR: Harbor's and examhall's.
 WORKSPACES = ("/app", "/workspace")
@@ -68,6 +68,7 @@ _RUNNERS = {
 }
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)", re.MULTILINE | re.IGNORECASE)
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 
 
 def task_workdirs(task_dir: Path) -> set[str]:
@@ -87,15 +88,26 @@ def runs_agent_files(script: str, workdirs: set[str]) -> list[str]:
     sourced or given to an interpreter. A heuristic: a word-level reading of each line,
     which misses indirection (variables, cd, eval) and may flag a file the task made."""
     found = []
+    delimiter: str | None = None
     for number, raw in enumerate(script.splitlines(), start=1):
+        if delimiter is not None:
+            # A here-document's body is a program's input (`python3 - <<'PY'`), not lines
+            # of the script.
+            if raw.strip() == delimiter:
+                delimiter = None
+            continue
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
+        if heredoc := _HEREDOC.search(line):
+            delimiter = heredoc.group(2)
         for command in re.split(r"&&|\|\||;|\|", line):
             try:
                 words = shlex.split(command)
             except ValueError:
                 words = command.split()
+            # Redirections are no operands: `python3 - <<'PY'` runs what its heredoc says.
+            words = [w for w in words if not re.match(r"^\d*[<>]", w)]
             if words and words[0] in ("then", "else", "do", "if", "while", "!"):
                 words = words[1:]
             # `reward=/logs/verifier/reward.txt` sets a variable; what follows such words, if
@@ -166,14 +178,30 @@ def suite_dir(suite: str) -> Path | None:
     return None
 
 
-def local_tasks(directory: Path) -> dict[str, bool]:
-    """Task id -> whether it has solution/solve.sh, read as the control plane reads an upload
-    (service/suites/harbor/suite.py's from_archive), so the ids are the ones its jobs use."""
+@dataclass(frozen=True)
+class LocalTasks:
+    """A directory's tasks, read as the control plane reads an upload (service/suites/harbor/
+    suite.py's from_archive), so the ids are the ones its jobs use."""
+
+    solutions: dict[str, bool]  # task id -> whether it has solution/solve.sh
+    refused: dict[str, list[str]]  # task id -> why it does not load (it runs no trial)
+
+    @property
+    def ids(self) -> list[str]:
+        return sorted([*self.solutions, *self.refused])
+
+
+def local_tasks(directory: Path) -> LocalTasks:
     try:
-        tasks = load_tasks(read_tree(directory))
+        loaded = load_suite(read_tree(directory), require_one=False)
+    except HarborTaskError as exc:
+        if not (directory / "task.toml").is_file():
+            raise CheckError(f"{directory} is not a suite of Harbor tasks:\n{exc}") from None
+        # One task at the directory's root, which does not load: its row says why.
+        return LocalTasks({}, {directory.resolve().name: exc.problems})
     except SuiteError as exc:
         raise CheckError(f"{directory} is not a suite of Harbor tasks:\n{exc}") from None
-    return {task.id: task.has_solution for task in tasks}
+    return LocalTasks({task.id: task.has_solution for task in loaded.tasks}, loaded.refused)
 
 
 def names(option: str, text: str | None) -> list[str]:
@@ -348,15 +376,24 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
     """Exit 0 when no task is broken, 1 when some are, 2 when the check could not run."""
     try:
         directory = suite_dir(args.suite)
-        solutions = local_tasks(directory) if directory is not None else {}
-        cases = selection(
-            list(solutions) if directory is not None else None,
+        local = local_tasks(directory) if directory is not None else LocalTasks({}, {})
+        # --cases and --exclude pick among every task, those that do not load included.
+        picked = selection(
+            local.ids if directory is not None else None,
             names("--cases", args.cases),
             names("--exclude", args.exclude),
         )
     except CheckError as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
+    solutions = local.solutions
+    refused = {t: why for t, why in local.refused.items() if picked is None or t in picked}
+    for task, problems in refused.items():
+        print(f"examhall: task {task} does not load; it is checked no further:", file=sys.stderr)
+        for problem in problems:
+            print(f"    {problem}", file=sys.stderr)
+    # The tasks the job runs: those picked that load (all of them when nothing is left out).
+    cases = picked if not local.refused else [t for t in picked or local.ids if t in solutions]
     warnings: dict[str, list[str]] = {}
     if Path(args.suite).is_dir():
         for task, found in workspace_findings(Path(args.suite)).items():
@@ -369,6 +406,9 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
     plane: AbstractContextManager[Client] = (
         local_control_plane() if args.local else nullcontext(connect(args))
     )
+    rows = [verdict(task, None, None, refused=problems) for task, problems in refused.items()]
+    if cases == []:  # every task picked fails to load: nothing to upload or run
+        return _show(rows, as_json=args.json)
     try:
         with plane as client:
             suite = args.suite
@@ -388,6 +428,7 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
                 return f"{base}/ui/trials/{trial_id}"
 
             results = verdicts(client, checked, solutions=solutions, warnings=warnings, where=where)
+            results = sorted([*results, *rows], key=lambda row: row.task)
     except (ApiError, ArchiveError, CheckError) as exc:
         print(f"examhall: {exc}", file=sys.stderr)
         return 2
@@ -400,7 +441,12 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.json:
+    return _show(results, as_json=args.json)
+
+
+def _show(results: list[TaskVerdict], *, as_json: bool) -> int:
+    """Print the verdicts; the exit status: 1 when a task is broken."""
+    if as_json:
         print(json.dumps([r.model_dump() for r in results], indent=2))
     else:
         print(render(results), end="")
@@ -408,10 +454,11 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
 
 
 EPILOG = """\
-verdicts: sound (passes with the oracle, fails with nop), broken (with its cause: build
-failed at step N, no reference solution, needs network, needs root, verifier error, fails
-with its reference solution, passes with nop), warning (sound, but tests/test.sh seems to
-run a file from the agent's workspace).
+verdicts: sound (passes with the oracle, fails with nop), broken (with its cause: does not
+load, build failed at step N, no reference solution, needs network, needs root, read-only
+file system, verifier error, fails with its reference solution, passes with nop), warning
+(sound, but tests/test.sh seems to run a file from the agent's workspace). A task that does
+not load gets its row; the others run.
 
 exit status: 0 no task is broken (warnings may be listed), 1 some task is broken, 2 the
 check could not run (bad input, a task name that is no task, the server unreachable or

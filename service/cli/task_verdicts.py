@@ -9,7 +9,7 @@ causes can be tested on recorded trials.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -151,12 +151,19 @@ _PIP_DEFAULT_HOST = "pypi.org"
 _REFUSED = re.compile(
     r"^(?:agent|verifier) (?P<host>\S+?):\d+ refused: (?P<why>.*), \d+ bytes out, \d+ in$"
 )
+# A certificate the sandbox does not trust: a TLS-inspecting proxy on the way.
+_UNTRUSTED = re.compile(
+    r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSL certificate problem"
+    r"|server certificate verification failed|invalid peer certificate"
+)
 _NETWORK = re.compile(
     r"Temporary failure in name resolution|Name or service not known|Could not resolve host"
     r"|Temporary failure resolving|Network is unreachable|Failed to establish a new connection"
     r"|unable to resolve host|getaddrinfo (?:EAI_AGAIN|ENOTFOUND)"
-    r"|No address associated with hostname|dns error"
+    r"|No address associated with hostname|dns error|" + _UNTRUSTED.pattern
 )
+# Where the verifier wrote in vain: what a read-only mount of the sandbox refuses.
+_READ_ONLY = re.compile(r"Read-only file system|\bEROFS\b")
 # The solution refused what root may do in Harbor's container: EACCES, EPERM, and EROFS (as
 # root the system directories would be writable there; here the root file system is
 # read-only for every process, docs/guides/task-suites.md).
@@ -244,20 +251,40 @@ def _failed_oracle(oracle: TrialRow, logs: TrialLogs) -> tuple[str, list[str]]:
     hosts = network_hosts(both)
     if hosts is not None:
         lines = [line.strip() for line in both.splitlines() if _NETWORK.search(line)]
-        return (
-            "needs network" + (_named(hosts) if hosts else ""),
-            [*exits, *_tail(lines, 5), "the job ran offline; run it under an egress policy "
-             "that names the host (the job's egress, EXAMHALL_EGRESS_POLICIES), or ship what "
-             "the task needs in its environment/Dockerfile"],
-        )  # fmt: skip
+        hint = (
+            "a certificate on the way was not one the sandbox trusts (a TLS-inspecting proxy "
+            "between the box and the host?)"
+            if _UNTRUSTED.search(both)
+            else "the job ran offline; run it under an egress policy that names the host (the "
+            "job's egress, EXAMHALL_EGRESS_POLICIES), or ship what the task needs in its "
+            "environment/Dockerfile"
+        )
+        return "needs network" + (_named(hosts) if hosts else ""), [*exits, *_tail(lines, 5), hint]
     refused = root_refusals(logs.solution)
     if refused:
         return (
             "needs root",
-            [*exits, *refused[-5:], "the oracle runs solution/solve.sh as an unprivileged "
-             "user on a read-only root file system; do the root part in environment/Dockerfile"],
+            [*exits, *refused[-5:], "the oracle runs solution/solve.sh as the task's "
+             "unprivileged agent user; do the root part in environment/Dockerfile"],
         )  # fmt: skip
     verifier = [f"verifier.log: {line}" for line in _tail(logs.verifier.splitlines())]
+    if read_only := [
+        line.strip() for line in logs.verifier.splitlines() if _READ_ONLY.search(line)
+    ]:
+        return (
+            "read-only file system",
+            [*exits, *read_only[-5:], "the verifier wrote to a path the sandbox keeps read-only "
+             "(/proc, /sys, or the strict verifier's files); write under the workdir, /tmp or "
+             "/logs"],
+        )  # fmt: skip
+    strict = "strict verifier" in " ".join(logs.events)
+    if strict and (refused := root_refusals(logs.verifier)):
+        return (
+            "needs root",
+            [*exits, *refused[-5:], "the task asks for the strict verifier "
+             '([metadata.examhall] verifier = "strict"), which holds no capability; remove '
+             "that to run tests/test.sh as Harbor's verifier runs"],
+        )  # fmt: skip
     if oracle.error_kind in ("no_reward", "judge_error"):
         return "verifier error", [*exits, oracle.error_message or "", *verifier]
     if oracle.outcome == "error":
@@ -283,10 +310,12 @@ def verdict(
     build: BuildFailure | None = None,
     warnings: Iterable[str] = (),
     where: Mapping[str, str] | None = None,
+    refused: Sequence[str] = (),
 ) -> TaskVerdict:
     """A task's verdict. `has_solution`: whether its directory has solution/solve.sh (None:
     not known here, e.g. a suite the server has); `build`: the job's build failure naming
-    this task; `warnings`: the workspace scan's; `where`: trial id -> where to open it."""
+    this task; `warnings`: the workspace scan's; `where`: trial id -> where to open it;
+    `refused`: why the task did not load (it then ran no trial)."""
     ids = {ORACLE: oracle.id if oracle else None, NOP: nop.id if nop else None}
     where = where or {}
     opened = [
@@ -310,6 +339,11 @@ def verdict(
             detail="\n".join(lines),
         )
 
+    if refused:
+        # "task t: task.toml [verifier.env].KEY: why" -> "does not load (task.toml [verif...)"
+        lines = [line.removeprefix(f"task {task}: ") for line in refused]
+        where_ = lines[0].split(": ", 1)[0][:80]
+        return row("broken", f"does not load ({where_})", [*lines, "fix it and check it again"])
     built = build or next(
         (
             BuildFailure(task, t.failed_step, t.error_message or "")

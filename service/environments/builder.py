@@ -61,7 +61,7 @@ class BuiltEnvironment:
     ref: str  # examhall/env:<hash12>
     digest: str  # the image id
     content_hash: str
-    workdir: str | None  # the task's working directory, now the workspace's symlink
+    workdir: str | None  # the task's working directory, where the workspace is mounted
     # Built by this call, not found by its hash: what a job's build progress tells its users
     # (service/scheduler/build_progress.py) as built or cached.
     built_now: bool = field(default=False, compare=False)

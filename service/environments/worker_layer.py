@@ -95,9 +95,13 @@ if [ -n "$workdir" ]; then
   if [ -d "$workdir" ]; then
     cp -a "$workdir/." /opt/examhall/seed/
   fi
+  # The working directory is the trial's workspace itself: its tmpfs is mounted there,
+  # through /workspace, which links to it (the engine follows a link in the container's
+  # root to place a mount), so the task's tools see its own path and no link.
   rm -rf "$workdir"
-  mkdir -p "$(dirname "$workdir")"
-  ln -s /workspace "$workdir"
+  mkdir -p -m 0755 "$workdir"
+  rm -rf /workspace
+  ln -s "$workdir" /workspace
   # Where the task's agent and verifier start (sandbox/workspace.py task_workdir).
   printf '%s\n' "$workdir" > /opt/examhall/workdir
   chown 0:0 /opt/examhall/seed

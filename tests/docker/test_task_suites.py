@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import tomllib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,20 @@ OFFLINE_TASKS = [task for task in DEMO_TASKS if task != ONLINE]
 TOOL_ENV = Path(__file__).parent.parent / "suites" / "tool_env.py"
 # The shipped set's environments, two of them an apt install: the first build takes minutes.
 BUILD_TIMEOUT_S = 1200.0
+
+
+RUN_AGENTS_CODE = {"module-cli", "executable-tool"}
+
+
+def environment_key(task: Path) -> tuple[object, ...]:
+    """What a task's environment is built from: its environment/ files and its workdir."""
+    files = sorted(
+        (str(path.relative_to(task)), path.read_bytes())
+        for path in (task / "environment").rglob("*")
+        if path.is_file()
+    )
+    workdir = tomllib.loads((task / "task.toml").read_text())["environment"].get("workdir")
+    return (workdir, *files)
 
 
 def outcomes(server: Server, job_id: str) -> dict[tuple[str, str], str]:
@@ -64,9 +79,10 @@ def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_
         done = check_tasks(server, str(suite), "--egress", "local", "--concurrency", "1", "--json")
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rows = {row["task"]: row for row in json.loads(done.stdout)}
-        assert {task: row["verdict"] for task, row in rows.items()} == dict.fromkeys(
-            DEMO_TASKS, "sound"
-        ), done.stdout
+        # Two tasks' tests run the agent's program as root, which check-tasks warns about.
+        assert {task: row["verdict"] for task, row in rows.items()} == {
+            task: "warning" if task in RUN_AGENTS_CODE else "sound" for task in DEMO_TASKS
+        }, done.stdout
         # The oracle's verifier installed pytest from the index, through the control plane.
         assert "/files/pytest-8.3.4-py3-none-any.whl" in index.paths, index.paths
     (job,) = server.http.get("/v1/jobs").json()  # one job for the whole set
@@ -76,9 +92,12 @@ def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_
     assert job["concurrency"] == 1
     spans = sorted((t["started_at"], t["finished_at"]) for t in trials)
     assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans)), spans
-    # Each trial ran in its task's environment, recorded by image and digest.
+    # Each trial ran in its task's environment, recorded by image and digest: one image for
+    # the tasks whose environments are the same, content for content.
     images = {t["case_id"]: (t["image"], t["image_digest"]) for t in trials}
-    assert len(set(images.values())) == len(DEMO_TASKS)
+    same = {task: environment_key(DEMO / task) for task in DEMO_TASKS}
+    assert all((images[a] == images[b]) == (same[a] == same[b]) for a in same for b in same)
+    assert len(set(images.values())) == len(set(same.values())) < len(DEMO_TASKS)
     for image, digest in images.values():
         assert image.startswith("examhall/env:") and digest.startswith("sha256:")
     assert all(images[t["case_id"]] == (t["image"], t["image_digest"]) for t in trials)
@@ -326,10 +345,20 @@ def test_check_tasks_gives_every_task_a_verdict_and_its_cause(
         b"echo 42 > /app/answer.txt\n",
         dockerfile=b"FROM debian:bookworm-slim\nWORKDIR /app\nRUN echo preparing && exit 3\n",
     )
+    # Two that do not load, as real sets have: a host template, a name Harbor refuses too.
+    write_task(suite, "host-env", CHECKS_ANSWER, b"true\n")
+    with (suite / "host-env" / "task.toml").open("ab") as toml:
+        toml.write(b'[verifier.env]\nAPI_KEY = "${API_KEY}"\n')
+    write_task(suite, "bad-name", CHECKS_ANSWER, b"true\n")
+    toml_text = (suite / "bad-name" / "task.toml").read_bytes()
+    (suite / "bad-name" / "task.toml").write_bytes(b'[task]\nname = "bad name"\n' + toml_text)
     done = check_tasks(server, str(suite), "--json")
     assert done.returncode == 1, done.stderr[-3000:]
     rows = {row["task"]: row for row in json.loads(done.stdout)}
+    assert "task host-env does not load" in done.stderr, done.stderr
     assert {task: (row["verdict"], row["cause"]) for task, row in rows.items()} == {
+        "host-env": ("broken", "does not load (task.toml [verifier.env].API_KEY = '${API_KEY}')"),
+        "bad-name": ("broken", "does not load (task.toml [task].name)"),
         "sound": ("sound", "passes with the oracle, fails with nop"),
         "lax": ("broken", "passes with nop"),
         "wrong-solution": ("broken", "fails with its reference solution (score 0)"),
@@ -349,6 +378,8 @@ def test_check_tasks_gives_every_task_a_verdict_and_its_cause(
         for job in server.http.get("/v1/jobs").json()
         for t in server.http.get(f"/v1/jobs/{job['id']}/trials").json()
     }
+    assert rows["host-env"]["trials"] == {"oracle": None, "nop": None}
+    assert "control plane's environment" in rows["host-env"]["detail"]
     for task, row in rows.items():
         for agent, trial_id in row["trials"].items():
             if trial_id is not None:
@@ -358,15 +389,18 @@ def test_check_tasks_gives_every_task_a_verdict_and_its_cause(
 
     # The table says the same, a task a row, with the detail indented under it.
     jobs = len(server.http.get("/v1/jobs").json())
-    text = check_tasks(server, str(suite), "--exclude", "bad-build,needs-root")
+    # --exclude leaves out a task that does not load as it does any other.
+    text = check_tasks(server, str(suite), "--exclude", "bad-build,needs-root,host-env")
     assert text.returncode == 1, text.stderr[-3000:]
+    assert "host-env" not in text.stderr + text.stdout, text.stderr
     lines = text.stdout.splitlines()
     rows_text = {line.split()[0]: line for line in lines[1:-1] if not line.startswith(" ")}
-    assert sorted(rows_text) == sorted(set(rows) - {"bad-build", "needs-root"}), text.stdout
+    assert sorted(rows_text) == sorted(set(rows) - {"bad-build", "needs-root", "host-env"})
     assert rows_text["sound"].endswith("sound    passes with the oracle, fails with nop")
     assert rows_text["needs-network"].endswith("needs network (host example.com)")
     assert lines[-1] == (
-        "5 of 6 task(s) broken: lax, needs-network, no-solution, verifier-error, wrong-solution"
+        "6 of 7 task(s) broken: bad-name, lax, needs-network, no-solution, verifier-error, "
+        "wrong-solution"
     )
     assert len(server.http.get("/v1/jobs").json()) == jobs + 1
 
@@ -376,6 +410,10 @@ def test_check_tasks_gives_every_task_a_verdict_and_its_cause(
     assert only.stdout.splitlines()[-1] == "0 of 1 task(s) broken"
     typo = check_tasks(server, str(suite), "--cases", "sound,snuod")
     assert typo.returncode == 2 and "No task named snuod" in typo.stderr, typo.stderr
+    # Only tasks that do not load: their rows, and no job.
+    unloaded = check_tasks(server, str(suite), "--cases", "bad-name,host-env")
+    assert unloaded.returncode == 1, unloaded.stderr[-3000:]
+    assert unloaded.stdout.splitlines()[-1] == "2 of 2 task(s) broken: bad-name, host-env"
     assert len(server.http.get("/v1/jobs").json()) == jobs + 2
 
 

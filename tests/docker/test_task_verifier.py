@@ -16,7 +16,15 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle, TaskSpec
+from sandbox.protocol import (
+    LifecycleEvent,
+    Limits,
+    ModelRef,
+    RunSpec,
+    SuiteBundle,
+    TaskSpec,
+)
+from sandbox.verifier import VERIFIER_CAPS
 from service.backends.docker import DockerBackend
 from service.domain.outcomes import verdict
 from service.launch.launcher import Launcher
@@ -68,6 +76,8 @@ def run_task(
     model: str = "simulated/coin?p=1",
     verifier_timeout_s: float = 30.0,
     beside: dict[str, str] | None = None,
+    strict: bool = False,
+    agent_user: str | None = None,
 ) -> TrialRecord:
     """One task trial; `beside` holds more files of solution/ than solve.sh."""
     task = TaskSpec(
@@ -78,6 +88,8 @@ def run_task(
         verifier_timeout_s=verifier_timeout_s,
         workdir="/workspace",
         agent=agent,
+        strict_verifier=strict,
+        agent_user=agent_user,
     )
     spec = RunSpec(
         trial_id=f"test-{uuid.uuid4().hex[:12]}",
@@ -175,7 +187,10 @@ def test_agent_code_the_verifier_runs_can_neither_forge_nor_unscore(
     record = run_task(backend, task_image, test="bash /workspace/check.sh\n", solve=sabotage)
     assert record.result.outcome == "failed", record.result
     log = record.artifacts["verifier.log"].decode()
-    assert "CapEff:\t0000000000000000" in log, log
+    # Harbor's verifier's capabilities, less CAP_MKNOD, which init keeps: so none of the
+    # writes above reached the channel.
+    held = int(log.split("CapEff:")[1].split()[0], 16)
+    assert held == sum(1 << n for n in VERIFIER_CAPS), log
     assert "forged" not in log and "read /proc" not in log, log
     assert "planted-by-the-agent" not in log, log  # /tmp is cleared before the verifier
 
@@ -229,6 +244,80 @@ def test_a_module_the_agent_plants_in_the_workdir_does_not_run_in_the_verifier(
     assert record.result.outcome == "failed", (record.result, log)
     assert record.result.score == 0.0
     assert "PYTHONSAFEPATH=1" in log and "PYTHONNOUSERSITE=1" in log, log
+
+
+def test_the_verifier_runs_as_harbors_with_the_agents_package_behind_the_standard_library(
+    backend: DockerBackend, task_image: str
+) -> None:
+    # The agent's package, run with `python3 -m` from the working directory as Harbor's
+    # tests run one, and a json/ of its own that must not stand in for the standard library's.
+    solve = (
+        "mkdir -p tally json && touch tally/__init__.py json/__init__.py\n"
+        "echo 'import json, sys; print(json.dumps(len(open(sys.argv[1]).read().split())))'"
+        " > tally/__main__.py\n"
+        "echo \"open('/logs/verifier/reward.txt', 'w').write('1')\" > json/__init__.py\n"
+        "printf '#!/bin/sh\\necho ran\\n' > tool && chmod +x tool\n"
+    )
+    test = (
+        "set -u; ok=1\n"
+        "printf 'a b c\\n' > /tmp/words.txt\n"
+        '[ "$(python3 -m tally /tmp/words.txt)" = 3 ] || { echo "no module"; ok=0; }\n'
+        # Root's, with a writable root file system, an executable /tmp and workspace.
+        "echo '#!/bin/sh' > /usr/local/bin/hello && chmod +x /usr/local/bin/hello"
+        ' && hello || { echo "root fs"; ok=0; }\n'
+        'cp /workspace/tool /tmp/tool && /tmp/tool && /workspace/tool || { echo "exec"; ok=0; }\n'
+        "useradd -M probe && [ \"$(su probe -s /bin/sh -c 'id -un')\" = probe ]"
+        ' || { echo "identity"; ok=0; }\n'
+        '[ "$HOME" = /root ] || { echo "home $HOME"; ok=0; }\n'
+        "grep CapEff /proc/self/status\n"
+        "echo $ok > /logs/verifier/reward.txt\n"
+    )
+    record = run_task(backend, task_image, test=test, solve=solve, agent="oracle")
+    log = record.artifacts["verifier.log"].decode()
+    assert record.result.outcome == "passed", (record.result, log)
+    assert "verifier: test.sh exited 0" in record.result.judges[0].detail
+
+    # The strict verifier, which a task may ask for: no capability (so no change of
+    # identity), no user site directory, a home of its own in /tmp.
+    strict = run_task(backend, task_image, test=test, solve=solve, agent="oracle", strict=True)
+    log = strict.artifacts["verifier.log"].decode()
+    assert strict.result.outcome == "failed", (strict.result, log)
+    assert "CapEff:\t0000000000000000" in log and "identity" in log, log
+    assert "home /tmp/examhall-verifier-home" in log, log
+    assert "strict verifier: test.sh exited 0" in strict.result.judges[0].detail
+
+
+def test_the_agent_holds_no_capability_in_any_set_and_runs_as_the_tasks_user(
+    backend: DockerBackend, task_image: str
+) -> None:
+    # The task's container holds the verifier's capabilities; the agent holds none of them,
+    # not even in its bounding set, and runs as the user the task names (made for it here).
+    probe = (
+        "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status; whoami; echo home=$HOME\n"
+        "ls -ld /logs/agent | awk '{print \"logs \" $3}'; echo note > /logs/agent/note.txt\n"
+    )
+    test = (
+        '[ "$(cat /logs/agent/note.txt)" = note ] && [ "$(stat -c %U /workspace/seen)" = root ]'
+        " && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+    )
+    record = run_task(
+        backend, task_image, test=test, solve=probe + "touch seen\n", agent_user="builder"
+    )
+    shown = "\n".join(e.content for e in record.events if e.type == "tool_result")
+    for name in ("CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert f"{name}:\t0000000000000000" in shown, shown
+    assert "builder\nhome=/home/builder\nlogs builder" in shown, shown
+    assert record.result.outcome == "passed", record.result
+
+    # Root is never the agent's user, even when a request names it: the worker runs the
+    # agent as the sandbox user, named for whoami, and says why.
+    rooted = run_task(backend, task_image, test=test, solve=probe, agent_user="root")
+    shown = "\n".join(e.content for e in rooted.events if e.type == "tool_result")
+    assert "\nexamhall-agent\nhome=/tmp/home\n" in shown, shown
+    notes = [
+        e.detail for e in rooted.events if isinstance(e, LifecycleEvent) and e.step == "agent_user"
+    ]
+    assert notes and "never runs the agent as root" in notes[0], notes
 
 
 @pytest.mark.parametrize(

@@ -56,4 +56,20 @@ def test_a_variable_set_to_a_path_runs_nothing() -> None:
     # evals/harbor_demo/jq-filter/tests/test.sh names its reward file this way.
     script = "reward=/logs/verifier/reward.txt\nout=./result.json\nLANG=C ./grade.sh\n"
     assert [line.split(":")[0] for line in runs_agent_files(script, WORKDIRS)] == ["line 3"]
-    assert workspace_warnings(Path(__file__).parent.parent.parent / "evals" / "harbor_demo") == []
+    shipped = workspace_warnings(Path(__file__).parent.parent.parent / "evals" / "harbor_demo")
+    # Two shipped tasks run the agent's program in their tests, as Harbor's tasks often do.
+    assert sorted(w.split(":")[1].strip() for w in shipped) == ["executable-tool", "module-cli"]
+
+
+def test_a_here_documents_body_is_input_not_lines_of_the_script() -> None:
+    script = (
+        "python3 - <<'PY'\n"
+        "import subprocess\n"
+        "./not-a-command --really\n"
+        "PY\n"
+        "cat <<-EOF > /tmp/notes\n"
+        "\tbash run.sh\n"
+        "\tEOF\n"
+        "bash run.sh\n"
+    )
+    assert [line.split(":")[0] for line in runs_agent_files(script, WORKDIRS)] == ["line 8"]

@@ -335,3 +335,56 @@ def test_a_host_the_egress_policy_refused_is_named_from_the_trials_events() -> N
     assert (kind, cause) == ("broken", "needs network (host files.pythonhosted.org)")
     assert "refused files.pythonhosted.org: files.pythonhosted.org is not among" in detail
     assert any(line.startswith("run it under an egress policy") for line in detail.splitlines())
+
+
+def test_a_certificate_the_sandbox_does_not_trust_is_a_network_cause_with_its_host() -> None:
+    verifier = (
+        "WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None))"
+        " after connection broken by 'SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_"
+        "VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate "
+        "(_ssl.c:1006)'))': /simple/pytest/\nCould not fetch URL https://pypi.org/simple/pytest/:"
+        " There was a problem confirming the ssl certificate: HTTPSConnectionPool(host='pypi.org',"
+        " port=443): Max retries exceeded\n"
+    )
+    kind, cause, detail = judged(
+        "tls", trial("tls", "oracle", 1), TrialLogs(verifier=verifier, events=events(0))
+    )
+    assert (kind, cause) == ("broken", "needs network (host pypi.org)")
+    assert "TLS-inspecting proxy" in detail, detail
+
+
+def test_the_verifiers_own_output_names_a_read_only_file_system_and_the_strict_verifier() -> None:
+    read_only = TrialLogs(
+        verifier="cp: cannot create regular file '/proc/sys/x': Read-only file system\n",
+        events=events(0),
+    )
+    kind, cause, detail = judged("ro", trial("ro", "oracle", 1), read_only)
+    assert (kind, cause) == ("broken", "read-only file system")
+    assert "/proc/sys/x" in detail
+    # Refused what root may do: the strict verifier's doing, never the author's solution...
+    refused = "useradd: Permission denied.\nuseradd: cannot lock /etc/passwd; try again later.\n"
+    strict = TrialLogs(
+        verifier=refused,
+        events=[*events(0), "the strict verifier: tests/test.sh as uid 0 holding no capability"],
+    )
+    kind, cause, detail = judged("strict", trial("strict", "oracle", 1), strict)
+    assert (kind, cause) == ("broken", "needs root")
+    assert 'verifier = "strict"' in detail
+    # ...while under Harbor's own verifier the same words are the tests' to explain.
+    harbor = TrialLogs(verifier=refused, events=events(0))
+    assert judged("h", trial("h", "oracle", 1), harbor)[1].startswith("fails with its reference")
+
+
+def test_a_task_that_does_not_load_has_its_row_and_no_trial() -> None:
+    problems = [
+        "task t: task.toml [verifier.env].KEY = '${KEY}': a ${VAR} template is read from the "
+        "host's environment in Harbor; write the value itself",
+    ]
+    row = verdict("t", None, None, refused=problems)
+    assert (row.verdict, row.cause) == (
+        "broken",
+        "does not load (task.toml [verifier.env].KEY = '${KEY}')",
+    )
+    assert row.trials == {"oracle": None, "nop": None}
+    assert row.detail.startswith("task.toml [verifier.env].KEY = '${KEY}': a ${VAR} template")
+    assert "t     did not run  did not run  broken   does not load" in render([row])

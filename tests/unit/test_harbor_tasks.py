@@ -84,7 +84,9 @@ def test_the_shipped_example_loads_with_its_limits_mapped() -> None:
         assert task.limits.cpus == 1.0
         assert task.limits.memory_bytes == 512 * MiB
         assert task.limits.storage_bytes == 256 * MiB
-        assert task.limits.workdir == "/app"
+        # One task works in a directory of its own, one as a user of its own.
+        assert task.limits.workdir == ("/srv/ledger" if task.id == "custom-workdir" else "/app")
+        assert task.limits.agent_user == ("agent" if task.id == "agent-user" else None)
         assert task.docker_image is None
         assert task.has_solution
         assert "Dockerfile" in task.environment_files
@@ -387,6 +389,12 @@ def test_defaults_follow_harbor() -> None:
         ("[agent]\nuser = 0\n", "[agent].user = 0", "never runs the agent as root"),
         ('[agent]\nuser = "0:0"\n', "[agent].user = '0:0'", "never runs the agent as root"),
         ('[verifier]\nuser = "nobody"\n', "[verifier].user = 'nobody'", "as root"),
+        ('[agent]\nuser = "a b"\n', "[agent].user = 'a b'", "not a user name"),
+        (
+            '[metadata.examhall]\nverifier = "lax"\n',
+            "[metadata.examhall].verifier = 'lax'",
+            'give "strict"',
+        ),
         (
             '[verifier]\nenvironment_mode = "separate"\n',
             "[verifier].environment_mode",
@@ -499,6 +507,7 @@ def test_what_examhall_maps_is_accepted() -> None:
     limits, problems = map_limits(config)
     assert problems == []
     assert limits.workdir == "/srv/app"
+    assert limits.agent_user == "agent" and limits.strict_verifier is False
     # Only a whole-value ${VAR} is a host template in Harbor; an embedded one is literal.
     assert limits.environment_env == {"MODE": "test", "PATTERN": "a${b}c"}
 
@@ -527,3 +536,22 @@ def test_the_network_a_task_asks_for_is_resolved_as_harbor_does_and_kept() -> No
     # An allowlist of nothing reaches nothing.
     empty = parse_task_config(b'[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = []\n')
     assert map_limits(empty)[0].wanted_network is None
+
+
+@pytest.mark.parametrize(
+    ("toml", "user", "strict"),
+    [
+        ('[agent]\nuser = "agent"\n', "agent", False),
+        ("[agent]\nuser = 1000\n", "1000", False),
+        ('[agent]\nuser = "dev:staff"\n', "dev", False),
+        ("", None, False),
+        ('[metadata.examhall]\nverifier = "strict"\n', None, True),
+        ('[metadata.examhall]\nverifier = "harbor"\n', None, False),
+    ],
+)
+def test_the_agent_user_and_the_verifier_a_task_asks_for_are_kept(
+    toml: str, user: str | None, strict: bool
+) -> None:
+    limits, problems = map_limits(parse_task_config(toml.encode()))
+    assert problems == []
+    assert (limits.agent_user, limits.strict_verifier) == (user, strict)

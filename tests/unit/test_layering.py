@@ -114,7 +114,10 @@ def test_the_sandbox_imports_only_the_standard_library_and_itself() -> None:
     for path in modules("sandbox"):
         for line, module in imports(path):
             top = module.partition(".")[0]
-            if top != "sandbox" and top not in sys.stdlib_module_names:
+            # The verifier's sitecustomize hands over to the image's own, by the name Python's
+            # site module imports it by: no package of examhall's choosing.
+            chained = (path.name, module) == ("sitecustomize.py", "sitecustomize")
+            if top != "sandbox" and top not in sys.stdlib_module_names and not chained:
                 found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     assert found == [], "the sandbox runs stdlib-only in the trial's container"
 

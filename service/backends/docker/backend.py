@@ -41,6 +41,7 @@ from service.backends.docker.hardening import (
     OOM_CAP,
     WORKER_CAPS,
     container_config,
+    task_caps,
 )
 from service.backends.docker.pool import ContainerPool
 from service.backends.docker.removal import remove
@@ -185,7 +186,11 @@ class DockerBackend(KeepsPoolOf):
             image=launch.image or s.image,
             resources=resources,
             network=s.direct_network if launch.egress else s.network,
-            caps=self.worker_caps(),
+            caps=(
+                task_caps(self.worker_caps(), offline=not launch.egress)
+                if launch.image is not None
+                else self.worker_caps()
+            ),
             labels=labels,
             runtime=s.runtime,
             task_dirs=launch.image is not None,

@@ -36,6 +36,20 @@ _TMPFS = "rw,nosuid,nodev"
 # A task's verifier: tests are copied in and rewards written here, by root only, after the
 # agent's processes are gone (sandbox/verifier.py); an agent can neither write nor plant.
 TASK_DIRS = {"/tests": 64, "/logs": 64, "/solution": 64}  # MiB
+# What a task's container holds beyond WORKER_CAPS: with them, Docker's default set, which
+# Harbor's verifier has (sandbox/verifier.py keeps all but MKNOD for it). The sandboxed
+# worker empties its bounding set before it becomes the agent's user, so no process of the
+# agent's can hold any of them. NET_RAW only in a container without a network of its own.
+TASK_CAPS = (
+    "FSETID", "MKNOD", "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "AUDIT_WRITE"
+)  # fmt: skip
+OFFLINE_TASK_CAPS = ("NET_RAW",)
+
+
+def task_caps(worker_caps: list[str], *, offline: bool) -> list[str]:
+    """A task container's capabilities: the worker's and those of Harbor's verifier."""
+    extra = [*TASK_CAPS, *(OFFLINE_TASK_CAPS if offline else ())]
+    return [*worker_caps, *(cap for cap in extra if cap not in worker_caps)]
 
 
 def container_config(
@@ -55,6 +69,11 @@ def container_config(
     default one) and no no-new-privileges, and the worker applies both to itself at its start:
     the way a backend that cannot pass security options (Swarm) confines its trials, and how
     the tests prove that self-confinement holds on a plain engine."""
+    # A task's container: its root is writable, as the verifier that runs as Harbor's needs
+    # (apt, pip, files beside the system's); the agent, never root, writes only what the
+    # image lets its user write. Its workspace and /tmp may hold what the agent compiles
+    # and runs, as on any machine.
+    tmpfs = f"{_TMPFS},exec" if task_dirs else _TMPFS
     if engine_confinement:
         security_opt = ["no-new-privileges", f"seccomp={profile_json()}"]
         environment: dict[str, str] = {}
@@ -71,10 +90,10 @@ def container_config(
         "cap_add": caps,
         "security_opt": security_opt,
         "environment": environment,
-        "read_only": True,
+        "read_only": not task_dirs,
         "tmpfs": {
-            "/tmp": f"{_TMPFS},size={resources.tmp_bytes}",
-            WORKSPACE_DIR: f"{_TMPFS},size={resources.workspace_bytes}",
+            "/tmp": f"{tmpfs},size={resources.tmp_bytes}",
+            WORKSPACE_DIR: f"{tmpfs},size={resources.workspace_bytes}",
             # `ipc_mode: none` still mounts an mqueue filesystem here, writable by everyone:
             # an empty read-only tmpfs takes its place. (The seccomp profile refuses mq_open
             # and SysV msg/sem/shm as well.)

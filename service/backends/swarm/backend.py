@@ -47,6 +47,7 @@ from service.backends.docker.hardening import (
     LABEL_SCOPE,
     LABEL_TRIAL,
     WORKER_CAPS,
+    task_caps,
 )
 from service.backends.pool_keeper import Config, KeepsPoolOf, PoolKeeper
 from service.backends.swarm.images import ImagePublisher
@@ -277,7 +278,11 @@ class SwarmBackend(KeepsPoolOf):
                 resources=config["resources"],
                 network=config["network"],
                 cut_network=config["cut_network"],
-                caps=list(WORKER_CAPS),
+                caps=(
+                    task_caps(list(WORKER_CAPS), offline=config["cut_network"])
+                    if config["task_dirs"]
+                    else list(WORKER_CAPS)
+                ),
                 labels=labels,
                 task_dirs=config["task_dirs"],
                 avoid=self.avoided(),

@@ -114,7 +114,8 @@ def task_template(
             "OpenStdin": True,
             "TTY": False,
             "Init": True,
-            "ReadOnly": True,
+            # A task's root is writable, as on the Docker backend (hardening.py).
+            "ReadOnly": not task_dirs,
             "CapabilityDrop": ["ALL"],
             # NET_ADMIN for the worker's first step alone, which deletes eth0 and drops it.
             "CapabilityAdd": [*caps, *([NET_ADMIN] if cut_network else [])],

@@ -21,8 +21,10 @@ Mapped:
   sandbox never reaches a network itself: a task that asks for one runs offline, and the
   job's report says so for each such task (`JobSpec.networks`), so a task Harbor would run
   online and examhall ran offline is visible as such.
-- [agent].user naming a user other than root: examhall runs the agent as its own
-  unprivileged user; the name is not used.
+- [agent].user naming a user other than root (a name or a uid): the agent runs as that
+  user, created in the container when the image lacks it (sandbox/task_user.py).
+- [metadata.examhall].verifier = "strict": the strict verifier (no capability, nothing of
+  the working directory on sys.path) instead of the one that runs as Harbor's.
 
 Refused: os = "windows"; GPUs and TPUs; an allowed host that is not a host name; an
 [agent] or [verifier] network_mode other than no-network; [agent].user root (examhall never
@@ -93,6 +95,9 @@ class TaskLimits:
     # The network the task asks for: "no-network", "public", or "allowlist" of allowed_hosts.
     network: str = "no-network"
     allowed_hosts: tuple[str, ...] = ()
+    # [agent].user, never root; None: examhall's sandbox user.
+    agent_user: str | None = None
+    strict_verifier: bool = False
 
     @property
     def wanted_network(self) -> str | None:
@@ -343,5 +348,38 @@ def map_limits(config: TaskConfig) -> tuple[TaskLimits, list[str]]:
         solution_env=dict(config.solution.env),
         network=network,
         allowed_hosts=allowed_hosts,
+        agent_user=_agent_user(problems, config.agent.user),
+        strict_verifier=_strict_verifier(problems, config.metadata),
     )
     return limits, problems
+
+
+_USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
+
+
+def _agent_user(problems: list[str], user: str | int | None) -> str | None:
+    """[agent].user as the supervisor takes it: a user name or a uid (a group after `:` is
+    the user's own here); root was refused above."""
+    if user is None or _is_root(user):
+        return None
+    name = str(user).split(":", 1)[0].strip()
+    if not (name.isdigit() or _USER_NAME.match(name)):
+        problems.append(
+            f"[agent].user = {str(user)[:40]!r}: not a user name (a letter or _, then letters, "
+            "digits, _ . -, at most 32) nor a uid; name the user the agent should run as"
+        )
+        return None
+    return name
+
+
+def _strict_verifier(problems: list[str], metadata: dict[str, Any]) -> bool:
+    ours = metadata.get("examhall")
+    if not isinstance(ours, dict) or "verifier" not in ours:
+        return False
+    if ours["verifier"] not in ("strict", "harbor"):
+        problems.append(
+            f'[metadata.examhall].verifier = {str(ours["verifier"])[:40]!r}: give "strict" '
+            'for a verifier with no capability, or "harbor" (the default) for one as Harbor\'s'
+        )
+        return False
+    return bool(ours["verifier"] == "strict")

@@ -132,6 +132,8 @@ def task_spec(
         env=dict(task.limits.environment_env),
         solution_env=dict(task.limits.solution_env) if with_solution else {},
         workdir=workdir,
+        agent_user=task.limits.agent_user,
+        strict_verifier=task.limits.strict_verifier,
         agent=agent,
         egress=egress,
     )

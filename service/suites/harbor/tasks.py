@@ -232,10 +232,12 @@ def load_tasks(files: Mapping[str, bytes], *, root_name: str | None = None) -> l
     return load_suite(files, root_name=root_name).strict()
 
 
-def load_suite(files: Mapping[str, bytes], *, root_name: str | None = None) -> LoadedTasks:
+def load_suite(
+    files: Mapping[str, bytes], *, root_name: str | None = None, require_one: bool = True
+) -> LoadedTasks:
     """A Harbor suite's tasks from its tree {relative posix path: bytes}: those that load, and
     why each other one does not. A HarborTaskError when the tree is no suite at all (a path
-    refused, no task directory) or when no task loads.
+    refused, no task directory) or, with `require_one`, when no task loads.
 
     The tree is a directory of task directories, or one task directory (task.toml at its
     root); that one task's id is `root_name`, else its [task].name without the org.
@@ -290,7 +292,7 @@ def load_suite(files: Mapping[str, bytes], *, root_name: str | None = None) -> L
             tasks.append(_load_one(directory, tree))
         except HarborTaskError as error:
             refused[directory] = error.problems
-    if not tasks:
+    if not tasks and require_one:
         raise HarborTaskError([line for lines in refused.values() for line in lines])
     return LoadedTasks(sorted(tasks, key=lambda task: task.id), refused)
 
