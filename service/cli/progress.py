@@ -10,18 +10,21 @@ from examhall import Client, JobView
 from service.domain.builds import ENDED
 from service.domain.status import JobStatus
 
+# How often a log (not a terminal) is told a running build's time.
+LOG_EVERY_S = 10
+
 
 def watch(client: Client, job_id: str, *, out: TextIO = sys.stderr) -> JobView:
     """Follow the job's stream to its end, drawing a progress bar; return the job."""
     last = ""  # the last counts line
     width = 0  # how much of a terminal's line the last redrawn line took
-    told: dict[str, tuple[str, str | None]] = {}
+    told: dict[str, tuple[str, str | None, int]] = {}
     for followed in client.follow(job_id):
         event, data = followed.event, followed.data
         if event == "build":
             # A terminal redraws a running build's line each second; a log gets a line
-            # per step and per end, not one a second.
-            seen = (data["state"], data.get("step"))
+            # per step and per end, and one every LOG_EVERY_S of a step that takes long.
+            seen = (data["state"], data.get("step"), data.get("elapsed_s", 0) // LOG_EVERY_S)
             if seen == told.get(data["case"]) and not out.isatty():
                 continue
             told[data["case"]] = seen

@@ -161,7 +161,7 @@ def ensure_agent_layer(
             labels, agent.env,
         )  # fmt: skip
     progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
-    return BuiltEnvironment(ref, image_id, digest, env.workdir)
+    return BuiltEnvironment(ref, image_id, digest, env.workdir, built_now=True)
 
 
 def check_wheels(wheels: Mapping[str, bytes]) -> dict[str, str]:

@@ -9,10 +9,12 @@ whatever the builds print.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import update
@@ -21,6 +23,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.domain.builds import STEP_CHARS, TaskBuild
 from service.environments.builder import BUILDING
 from service.store.models import Job
+
+log = logging.getLogger(__name__)
 
 WRITE_EVERY_S = 1.0
 _STEP_LINE = re.compile(r"^Step \d+/\d+ : ")
@@ -37,15 +41,18 @@ class BuildProgress:
         job_id: str,
         cases: list[str],
         told: Mapping[str, Any] | None = None,
+        agents: Sequence[str] = (),
     ) -> None:
         """`told`: the job's row as an earlier try at preparing it left it (a fault of ours
         ends a try, and the job is prepared again): a task it built stays built, with its
-        seconds, when this try finds the image by its hash."""
+        seconds, when this try finds the image by its hash. `agents`: the names of the
+        agents the job installs (`agent NAME`), told after the tasks' environments."""
         self.sessions = sessions
         self.job_id = job_id
         self._lock = threading.Lock()
+        names = [*cases, *agents]
         self._tasks = {
-            case: TaskBuild(index=i, of=len(cases)) for i, case in enumerate(cases, start=1)
+            name: TaskBuild(index=i, of=len(names)) for i, name in enumerate(names, start=1)
         }
         for case, earlier in (told or {}).items():
             if case in self._tasks and isinstance(earlier, dict) and earlier["state"] == "built":
@@ -66,6 +73,38 @@ class BuildProgress:
             elif _STEP_LINE.match(text) and task.state == "building" and task.step != LAYER_STEP:
                 task.step = text[:STEP_CHARS]
         self.write()
+
+    def agent_line(self, name: str, text: str) -> None:
+        """A line of an agent's install: the first begins it, each is its step."""
+        with self._lock:
+            task = self._tasks[name]
+            if task.state == "waiting":
+                task.state = "building"
+                self._started[name] = time.monotonic()
+            task.step = text[:STEP_CHARS]
+        self.write()
+
+    @contextlib.contextmanager
+    def ticking(self) -> Iterator[None]:
+        """Write the state every WRITE_EVERY_S meanwhile, so a step that prints nothing for
+        minutes (an apt install, a wheel download) still shows its time going by."""
+        done = threading.Event()
+
+        def tick() -> None:
+            while not done.wait(WRITE_EVERY_S):
+                try:
+                    self.write()
+                except Exception:  # a store fault: the next tick, or the builds' end, writes
+                    log.warning("job %s: build progress not written", self.job_id, exc_info=True)
+
+        ticker = threading.Thread(target=tick, name=f"examhall-progress-{self.job_id}")
+        ticker.daemon = True
+        ticker.start()
+        try:
+            yield
+        finally:
+            done.set()
+            ticker.join()
 
     def end(
         self,
@@ -91,6 +130,8 @@ class BuildProgress:
     def write(self, *, force: bool = False) -> None:
         """The state to the job's row, unless it was written less than WRITE_EVERY_S ago."""
         with self._lock:
+            if not self._tasks:
+                return  # nothing to build: the job's row says nothing of builds
             if not force and time.monotonic() - self._written_at < WRITE_EVERY_S:
                 return
             self._written_at = time.monotonic()

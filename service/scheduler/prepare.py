@@ -18,13 +18,13 @@ has its builds stopped.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -238,37 +238,28 @@ class EnvironmentPreparer:
             for name, variant in spec.variants.items()
             if isinstance(variant.agent, dict)
         }
-        images: dict[tuple[str, str], tuple[str, str | None]] = {}
-        # Variants that install the same agent above the same environment share its layer;
-        # looked up once, since even a cached layer's key costs a download of its wheels.
-        layers: dict[tuple[str, str], BuiltEnvironment] = {}
         stop = cancel if cancel is not None else threading.Event()
-        built = self._build_all(job_id, spec.cases, sources, stop, told)
-        if built is None:
-            return False  # cancelled meanwhile, or planned by another plane
-        unbuilt = {case: why for case, why in built.items() if isinstance(why, Unbuilt)}
-        try:
-            for case in spec.cases:
-                if case in unbuilt:
-                    continue
-                found = built.get(case)
-                environment = found if isinstance(found, BuiltEnvironment) else None
-                for variant in spec.arms:
-                    if variant in agents:
-                        base = environment or self._sandbox_environment(stop)
-                        key = (base.ref, agents[variant].model_dump_json())
-                        if key not in layers:
-                            layers[key] = self._install(base, agents[variant])
-                        layered = layers[key]
-                        self._hold(job_id, base.ref, layered.ref)
-                        images[(case, variant)] = (layered.ref, layered.digest)
-                    elif environment is not None:
-                        images[(case, variant)] = (environment.ref, environment.digest)
-        except EnvironmentBuildError as exc:
-            # An agent that does not install fails every task alike: the job's, not a task's.
-            if stop.is_set():
-                return False  # cancelled, or this plane stopping: the job's status tells which
-            return self._fail(job_id, str(exc))
+        installing = [variant for variant in spec.arms if variant in agents]
+        progress = BuildProgress(
+            self.sessions,
+            job_id,
+            [case for case in spec.cases if case in sources],
+            told,
+            agents=[f"agent {variant}" for variant in installing],
+        )
+        with progress.ticking():
+            built = self._build_all(job_id, spec.cases, sources, stop, progress)
+            if built is None:
+                return False  # cancelled meanwhile, or planned by another plane
+            unbuilt = {case: why for case, why in built.items() if isinstance(why, Unbuilt)}
+            try:
+                images = self._images(job_id, spec, built, agents, stop, progress)
+            except EnvironmentBuildError as exc:
+                # An agent that does not install fails every task alike: the job's, not a
+                # task's.
+                if stop.is_set():
+                    return False  # cancelled, or this plane stopping: the job's status says
+                return self._fail(job_id, str(exc))
         if unbuilt and len(unbuilt) == len(spec.cases):
             return self._fail(job_id, _none_built(unbuilt))
         with self.sessions.begin() as session:
@@ -277,23 +268,66 @@ class EnvironmentPreparer:
             self.on_ready()
         return started
 
+    def _images(
+        self,
+        job_id: str,
+        spec: JobSpec,
+        built: dict[str, BuiltEnvironment | Unbuilt],
+        agents: dict[str, AgentEnvironment],
+        stop: threading.Event,
+        progress: BuildProgress,
+    ) -> dict[tuple[str, str], tuple[str, str | None]]:
+        """The image (and digest) of each (case, variant) that runs in one: the case's
+        environment, or an agent installed above it (or above the bare sandbox). Variants
+        that install the same agent above the same environment share its layer, looked up
+        once, since even a cached layer's key costs a download of its wheels."""
+        images: dict[tuple[str, str], tuple[str, str | None]] = {}
+        layers: dict[tuple[str, str], BuiltEnvironment] = {}
+        installed: dict[str, bool] = {}  # variant -> whether a layer of it was built now
+        try:
+            for case in spec.cases:
+                found = built.get(case)
+                if isinstance(found, Unbuilt):
+                    continue
+                for variant in spec.arms:
+                    if variant not in agents:
+                        if found is not None:
+                            images[(case, variant)] = (found.ref, found.digest)
+                        continue
+                    base = found or self._sandbox_environment(stop)
+                    key = (base.ref, agents[variant].model_dump_json())
+                    if key not in layers:
+                        name = f"agent {variant}"
+                        told = functools.partial(progress.agent_line, name)
+                        layers[key] = self._install(base, agents[variant], told)
+                    layered = layers[key]
+                    installed[variant] = installed.get(variant, False) or layered.built_now
+                    self._hold(job_id, base.ref, layered.ref)
+                    images[(case, variant)] = (layered.ref, layered.digest)
+        except EnvironmentBuildError:
+            for variant in (v for v in spec.arms if v in agents):
+                progress.end(f"agent {variant}", failed=variant not in installed)
+            raise
+        for variant, built_now in installed.items():
+            progress.end(f"agent {variant}", built=built_now)
+        return images
+
     def _build_all(
         self,
         job_id: str,
         cases: list[str],
         sources: dict[str, EnvironmentSource],
         stop: threading.Event,
-        told: dict[str, Any],
+        progress: BuildProgress,
     ) -> dict[str, BuiltEnvironment | Unbuilt] | None:
         """Each case's environment, built side by side up to the box's build cap (the
         builder's slots), or why it did not build; None when the job stopped building
         (cancelled, or planned by another plane) meanwhile. The results do not depend on
         the order the builds end in."""
         mine = [case for case in cases if case in sources]
+        progress.write(force=True)
         if not mine:
             return {} if self._building(job_id) else None
-        progress = BuildProgress(self.sessions, job_id, mine, told)
-        progress.write(force=True)
 
         def one(case: str) -> BuiltEnvironment | Unbuilt:
             try:
@@ -317,7 +351,6 @@ class EnvironmentPreparer:
                 _, pending = wait(pending, timeout=WRITE_EVERY_S)
                 if not stop.is_set() and not self._building(job_id):
                     stop.set()  # the builds of a job no one waits for any more
-                progress.write()
         if stop.is_set():
             return None
         # In the job's order, so that the first fault of ours raised is always the same.
@@ -334,10 +367,11 @@ class EnvironmentPreparer:
         source = dockerfile_source("the sandbox image", {"Dockerfile": dockerfile})
         return self._build(source, cancel)
 
-    def _install(self, base: BuiltEnvironment, agent: AgentEnvironment) -> BuiltEnvironment:
-        lines: list[str] = []
+    def _install(
+        self, base: BuiltEnvironment, agent: AgentEnvironment, progress: Callable[[str], None]
+    ) -> BuiltEnvironment:
         try:
-            return ensure_agent_layer(self.builder, base, agent, lines.append)
+            return ensure_agent_layer(self.builder, base, agent, progress)
         except EnvironmentBuildError as exc:
             name = agent.catalogue or " ".join(agent.pip)
             raise EnvironmentBuildError(

@@ -7,6 +7,7 @@ turn those tasks from built to cached: the job did build them."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -80,3 +81,27 @@ def test_without_an_earlier_try_an_image_found_by_hash_is_cached(
     assert {case: build["state"] for case, build in row(sessions, job.id).items()} == dict.fromkeys(
         CASES, "cached"
     )
+
+
+def test_an_agents_install_is_told_after_the_tasks_and_a_silent_step_keeps_its_time(
+    sessions: sessionmaker[Session],
+) -> None:
+    job = submit(sessions)
+    progress = BuildProgress(sessions, job.id, CASES, agents=["agent with-llm"])
+    progress.write(force=True)
+    waiting = row(sessions, job.id)["agent with-llm"]
+    assert (waiting["state"], waiting["index"], waiting["of"]) == ("waiting", 4, 4)
+    with progress.ticking():
+        progress.agent_line("agent with-llm", "Downloading llm==0.19 and pip as wheels...")
+        # Nothing more is printed: the row's time still goes by, written by the ticker.
+        deadline = time.monotonic() + 10
+        while row(sessions, job.id)["agent with-llm"]["elapsed_s"] < 2:
+            assert time.monotonic() < deadline, row(sessions, job.id)
+            time.sleep(0.1)
+    told = row(sessions, job.id)["agent with-llm"]
+    assert (told["state"], told["step"]) == (
+        "building",
+        "Downloading llm==0.19 and pip as wheels...",
+    )
+    progress.end("agent with-llm", built=True)
+    assert row(sessions, job.id)["agent with-llm"]["state"] == "built"
