@@ -194,7 +194,11 @@ def run_harbor(
     elapsed = (
         datetime.fromisoformat(result["finished_at"]) - datetime.fromisoformat(result["started_at"])
     ).total_seconds()
-    outcomes = [_trial_outcome(path) for path in sorted((jobs / job).glob("*/result.json"))]
+    trials_done = sorted((jobs / job).glob("*/result.json"))
+    outcomes = [_trial_outcome(path) for path in trials_done]
+    by_task: dict[str, list[tuple[float | None, str | None]]] = {}
+    for path, outcome in zip(trials_done, outcomes, strict=True):
+        by_task.setdefault(_task_of(path), []).append(outcome)
     planned = int(result["n_total_trials"])
     return {
         "seconds": elapsed,
@@ -205,7 +209,15 @@ def run_harbor(
         "errors": sum(1 for _, error in outcomes if error is not None),
         "per_minute": 60 * planned / elapsed,
         "phases_s": _phase_medians(jobs / job),
+        "by_task": by_task,
     }
+
+
+def _task_of(path: Path) -> str:
+    """The task's directory name of a trial's result.json."""
+    trial = json.loads(path.read_text())
+    local = (trial.get("task_id") or {}).get("path")
+    return Path(local).name if local else str(trial.get("task_name", "")).rpartition("/")[2]
 
 
 def _trial_outcome(path: Path) -> tuple[float | None, str | None]:

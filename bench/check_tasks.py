@@ -222,8 +222,44 @@ def main() -> int:
                 ]
             )
     print(table(headers, rows))
+    if "harbor" in out:
+        out["agreement"] = agreement(out["cold"]["verdicts"], out["harbor"])
+        print(
+            table(
+                ["task", "examhall", "Harbor", "agree"],
+                [[t, *row.values()] for t, row in out["agreement"]["tasks"].items()],
+            )
+        )
+        print(
+            f"agree on {out['agreement']['agree']} of {len(out['agreement']['tasks'])} tasks; "
+            f"Harbor calls {out['agreement']['harbor_sound']} sound, examhall "
+            f"{out['agreement']['examhall_sound']}"
+        )
     write_json("check_tasks", out)
     return 0
+
+
+def agreement(examhall: dict[str, str], harbor: dict[str, Any]) -> dict[str, Any]:
+    """Each task Harbor ran: sound by each tool (a warning is sound: it only reads test.sh).
+    Harbor's verdict is check-tasks' rule on its trials: every oracle trial rewarded 1 without
+    an exception, and no nop trial so."""
+
+    def ran(agent: str, task: str) -> list[tuple[float | None, str | None]]:
+        return [(reward, error) for reward, error in harbor[agent]["by_task"].get(task, [])]
+
+    tasks: dict[str, dict[str, Any]] = {}
+    for task in sorted(harbor["oracle"]["by_task"]):
+        oracle, nop = ran("oracle", task), ran("nop", task)
+        sound = all(r == 1 and e is None for r, e in oracle) and not any(r == 1 for r, _ in nop)
+        ours = "sound" if examhall.get(task) in ("sound", "warning") else examhall.get(task, "-")
+        theirs = "sound" if sound else "broken"
+        tasks[task] = {"examhall": ours, "harbor": theirs, "agree": ours == theirs}
+    return {
+        "tasks": tasks,
+        "agree": sum(1 for row in tasks.values() if row["agree"]),
+        "harbor_sound": sum(1 for row in tasks.values() if row["harbor"] == "sound"),
+        "examhall_sound": sum(1 for row in tasks.values() if row["examhall"] == "sound"),
+    }
 
 
 if __name__ == "__main__":

@@ -126,6 +126,7 @@ class _Handler(socketserver.BaseRequestHandler):
             upstream.settimeout(IDLE_S)
             self.server.log(f"allowed {host}:{port} ({address})")
             return upstream
+        self.server.log(f"could not reach {host}:{port} ({', '.join(addresses)})")
         answer(client, 502, f"examhall's build proxy could not reach {host}:{port}")
         return None
 

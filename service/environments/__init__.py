@@ -8,7 +8,7 @@ hash of everything that went in, and reused from the engine's tags afterwards.
 from service.domain.agents import AgentEnvironment
 from service.environments.agents import ensure_agent_layer
 from service.environments.builder import BuiltEnvironment, EnvironmentBuilder
-from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
+from service.environments.errors import BoxFault, EnvironmentBuildError, EnvironmentProblem
 from service.environments.source import (
     EnvironmentSource,
     declarative_source,
@@ -19,6 +19,7 @@ from service.environments.spec import DeclarativeEnvironment
 
 __all__ = [
     "AgentEnvironment",
+    "BoxFault",
     "BuiltEnvironment",
     "DeclarativeEnvironment",
     "EnvironmentBuildError",

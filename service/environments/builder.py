@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from service.environments.dockerfile import rewrite_images
-from service.environments.errors import EnvironmentBuildError, EnvironmentProblem
+from service.environments.errors import BoxFault, EnvironmentBuildError, EnvironmentProblem
 from service.environments.hashing import environment_digest
 from service.environments.image_map import (
     NeedsBootstrap,
@@ -301,6 +301,7 @@ class EnvironmentBuilder:
         limits = self.limits(network)
         ref = f"{self.repository}:{prepared.digest[:12]}"
         started = time.monotonic()
+        started_wall = time.time()
         progress(f"{BUILDING} {source.name} ({ref})...")
         for image in prepared.images:
             # The engine is given ids alone (dockerfile.py): say which image each one is.
@@ -350,6 +351,7 @@ class EnvironmentBuilder:
                 cancel=cancel,
             )
         except BuildError as exc:
+            self._box_fault(source, network, started_wall, exc)
             step = exc.log.step
             where = f" at {step!r}" if step else ""
             advice = (
@@ -387,6 +389,23 @@ class EnvironmentBuilder:
             ) from exc
         progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
         return BuiltEnvironment(ref, image_id, prepared.digest, task.workdir, built_now=True)
+
+    def _box_fault(
+        self, source: EnvironmentSource, network: str, since: float, failed: BuildError
+    ) -> None:
+        """Raise BoxFault when the build failed because the box's build proxy could not reach
+        out (it logged so meanwhile), after putting a new proxy in its place."""
+        if network == "none" or failed.cancelled:
+            return
+        faults = self.engine.build_proxy_faults(since - 1)
+        if not faults:
+            return
+        self.engine.replace_build_proxy()
+        raise BoxFault(
+            f"The build of {source.name} could not reach what it fetches through the box's "
+            f"build proxy, a fault of the box and not of the environment (the proxy logged: "
+            f"{'; '.join(faults[-3:])}); the proxy is replaced and the job prepared again."
+        ) from failed
 
     def _wheels(
         self,

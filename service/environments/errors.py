@@ -17,3 +17,9 @@ class EnvironmentBuildError(RuntimeError):
         super().__init__(message)
         self.log = log
         self.step = step
+
+
+class BoxFault(RuntimeError):
+    """A part of the box failed a build (its build proxy could not reach a host the operator
+    allows): the build says nothing of the environment, so it is no task's verdict. The
+    preparer tries the job again, as after any fault of examhall's own."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ DEFAULT_EGRESS = (
     "files.pythonhosted.org",
 )
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+# The proxy's log lines (sandbox/build_proxy.py) that say its own way out failed.
+_BOX_FAULT = re.compile(r"refused \S+: \S+ does not resolve|could not reach \S+")
 
 _lock = threading.Lock()
 
@@ -68,6 +71,24 @@ def ensure_build_network(
         proxy = _proxy(client, image, allow, serves, network)
         address = proxy.attrs["NetworkSettings"]["Networks"][NETWORK]["IPAddress"]
         return BuildNetwork(NETWORK, f"http://{address}:{PORT}")
+
+
+def proxy_faults(client: docker.DockerClient, since: float) -> list[str]:
+    """What the proxy logged since `since` (a Unix time) that is the box's fault, never a
+    build's: a host the operator allows that did not resolve, or could not be reached. A
+    build shows such a refusal only as `403 Forbidden [IP: ...]` (apt prints no body)."""
+    try:
+        proxy = client.containers.get(PROXY)
+        text = bytes(proxy.logs(since=int(since))).decode("utf-8", "replace")
+    except docker.errors.NotFound:
+        return []
+    return [line for line in text.splitlines() if _BOX_FAULT.search(line)]
+
+
+def replace_proxy(client: docker.DockerClient) -> None:
+    """Remove the proxy: the next build makes it anew, on the networks as they are now."""
+    with _lock, contextlib.suppress(docker.errors.NotFound):
+        client.containers.get(PROXY).remove(force=True)
 
 
 def remove_build_network(client: docker.DockerClient) -> None:
@@ -97,6 +118,15 @@ def _network(client: docker.DockerClient) -> docker.models.networks.Network:
         return client.networks.get(NETWORK)  # another plane made it meanwhile
 
 
+def _healthy(proxy: docker.models.containers.Container) -> bool:
+    """Running, with an address on its way out (the default bridge) and on the builds'
+    network: what the engine says of it, asked without sending a packet anywhere."""
+    if proxy.status != "running":
+        return False
+    networks = proxy.attrs.get("NetworkSettings", {}).get("Networks") or {}
+    return all((networks.get(name) or {}).get("IPAddress") for name in ("bridge", NETWORK))
+
+
 def _proxy(
     client: docker.DockerClient,
     image: str,
@@ -106,9 +136,11 @@ def _proxy(
 ) -> docker.models.containers.Container:
     try:
         found = client.containers.get(PROXY)
-        if (found.labels or {}).get(LABEL) == serves and found.status == "running":
+        if (found.labels or {}).get(LABEL) == serves and _healthy(found):
             return found
-        found.remove(force=True)  # another image or other hosts: made again below
+        # Another image or other hosts, stopped, or cut off from its way out (a network
+        # disconnected, or made again under it): made again below.
+        found.remove(force=True)
     except docker.errors.NotFound:
         pass
     try:

@@ -17,7 +17,12 @@ import docker.models.containers
 import docker.models.images
 import requests.exceptions
 
-from service.images.build_network import BuildNetwork, ensure_build_network
+from service.images.build_network import (
+    BuildNetwork,
+    ensure_build_network,
+    proxy_faults,
+    replace_proxy,
+)
 from service.images.capped import Caps, Ran, reap_capped, run_capped
 from service.images.capped_build import BuildLimits, BuildLog, remove_layers, run_build
 from service.images.debian_base import Progress
@@ -132,6 +137,14 @@ class DockerImageEngine:
     def build_network(self, image: str, hosts: Collection[str]) -> BuildNetwork:
         with _engine_errors():
             return ensure_build_network(self._client, image, hosts)
+
+    def build_proxy_faults(self, since: float) -> list[str]:
+        with _engine_errors():
+            return proxy_faults(self._client, since)
+
+    def replace_build_proxy(self) -> None:
+        with _engine_errors():
+            replace_proxy(self._client)
 
     def bootstrap_debian_base(self, suite: str, progress: Progress) -> str:
         with _engine_errors():

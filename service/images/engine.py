@@ -116,6 +116,12 @@ class ImageEngine(Protocol):
     def build_network(self, image: str, hosts: Collection[str]) -> BuildNetwork:
         """The network for builds' RUN steps, with a proxy of `image` reaching `hosts`."""
 
+    def build_proxy_faults(self, since: float) -> list[str]:
+        """What the build proxy logged since `since` (Unix time) that is the box's fault."""
+
+    def replace_build_proxy(self) -> None:
+        """Remove the build proxy, so that the next build makes it anew."""
+
     def bootstrap_debian_base(self, suite: str, progress: Progress) -> str:
         """Build the Debian base image of `suite` from Debian's packages; its reference."""
 

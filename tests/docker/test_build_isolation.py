@@ -25,12 +25,14 @@ import docker.errors
 import pytest
 
 from service.environments import (
+    BoxFault,
     BuiltEnvironment,
     EnvironmentBuilder,
     EnvironmentBuildError,
     EnvironmentSource,
     dockerfile_source,
 )
+from service.images.build_network import PROXY
 from service.images.build_pen import PEN_LABEL, build_pen, pens_possible
 from service.images.capped import (
     CAPPED_LABEL,
@@ -397,3 +399,60 @@ def test_a_build_that_writes_past_its_disk_cap_is_stopped_and_leaves_nothing(
     with pytest.raises(EnvironmentBuildError, match="more than its 64 MiB of disk") as caught:
         tight.build(source("fills-at-once", fast), lambda _: None)
     assert_no_layer_left(caught.value, docker_client)
+
+
+def test_a_build_proxy_cut_off_from_its_way_out_is_replaced_before_the_next_build(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    # As when the engine's default bridge is deleted and made again under a running proxy:
+    # it keeps running with no way out. Nothing here sends a packet anywhere.
+    engine = DockerImageEngine(docker_client)
+    hosts = ["deb.debian.org"]
+    engine.build_network(sandbox_image, hosts)
+    proxy = docker_client.containers.get(PROXY)
+    engine.build_network(sandbox_image, hosts)
+    assert docker_client.containers.get(PROXY).id == proxy.id  # healthy: kept
+    docker_client.networks.get("bridge").disconnect(proxy)
+    network = engine.build_network(sandbox_image, hosts)
+    replaced = docker_client.containers.get(PROXY)
+    assert replaced.id != proxy.id
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(proxy.id)
+    attached = replaced.attrs["NetworkSettings"]["Networks"]
+    assert attached["bridge"]["IPAddress"] and attached[network.name]["IPAddress"]
+
+
+def test_a_build_the_proxy_could_not_serve_is_the_boxs_fault_and_the_proxy_is_replaced(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    # An allowed host the proxy cannot reach: a container of this test's own on the bridge,
+    # with nothing listening on port 80, stands for a mirror the box's network lost.
+    sink = docker_client.containers.run(
+        sandbox_image,
+        entrypoint=["sleep", "300"],
+        detach=True,
+        labels={"examhall.test-run": RUN},
+        network_mode="bridge",
+    )
+    try:
+        sink.reload()
+        address = sink.attrs["NetworkSettings"]["Networks"]["bridge"]["IPAddress"]
+        builder = EnvironmentBuilder(
+            DockerImageEngine(docker_client),
+            sandbox_image=sandbox_image,
+            settings=Settings(debian_suite="bookworm", build_timeout_s=120, build_egress=address),
+            repository=REPOSITORY,
+        )
+        fetch = f"import urllib.request; urllib.request.urlopen('http://{address}/', timeout=20)"
+        lines: list[str] = []
+        with pytest.raises(BoxFault) as caught:
+            builder.build(source("unreachable", f"FROM {DEBIAN}\nRUN python3 -c \"{fetch}\""),
+                          lines.append)  # fmt: skip
+        left = docker_client.containers.list(all=True, filters={"name": f"^{PROXY}$"})
+        assert left == [], "the proxy that failed is gone; the next build makes a new one"
+        message = str(caught.value)
+        assert f"could not reach {address}:80" in message, message
+        assert "a fault of the box and not of the environment" in message
+        assert any("502" in line for line in lines), lines
+    finally:
+        sink.remove(force=True)

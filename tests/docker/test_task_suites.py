@@ -95,7 +95,7 @@ def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_
     # Each trial ran in its task's environment, recorded by image and digest: one image for
     # the tasks whose environments are the same, content for content.
     images = {t["case_id"]: (t["image"], t["image_digest"]) for t in trials}
-    same = {task: environment_key(DEMO / task) for task in DEMO_TASKS}
+    same = {task: environment_key(suite / task) for task in DEMO_TASKS}
     assert all((images[a] == images[b]) == (same[a] == same[b]) for a in same for b in same)
     assert len(set(images.values())) == len(set(same.values())) < len(DEMO_TASKS)
     for image, digest in images.values():
