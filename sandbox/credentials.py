@@ -27,8 +27,17 @@ def scrub_environment(environ: dict[str, str] | os._Environ[str]) -> list[str]:
     return removed
 
 
+# Where a task environment built above a trusting base keeps the operator's certificate
+# authorities with the system's (service/environments/trust.py), and the variables that
+# point tools which ship their own roots at them.
+TRUST_BUNDLE = "/etc/ssl/examhall/ca-bundle.pem"
+TRUST_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE")
+
+
 def tool_environment(home: str) -> dict[str, str]:
-    """The whole environment a tool subprocess gets: nothing inherited but the basics."""
+    """The whole environment a tool subprocess gets: nothing inherited but the basics, and
+    the box's certificate authorities where its image trusts them."""
+    trust = dict.fromkeys(TRUST_VARIABLES, TRUST_BUNDLE) if os.path.isfile(TRUST_BUNDLE) else {}
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": home,
@@ -36,4 +45,5 @@ def tool_environment(home: str) -> dict[str, str]:
         "TERM": "dumb",
         "TMPDIR": "/tmp",
         "PYTHONDONTWRITEBYTECODE": "1",
+        **trust,
     }

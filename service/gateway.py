@@ -7,9 +7,11 @@ it records is authoritative. The retry loop and the budget are shared with direc
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable
 
+import certifi
 import httpx
 
 from sandbox.conversation import AssistantTurn, ModelRequest, ProviderError
@@ -25,8 +27,20 @@ from sandbox.providers.client import (
 from sandbox.providers.wire import HttpRequest, HttpResponse
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from service.providers import ProviderEntry
+from service.settings import Settings
 
 __all__ = ["Budget", "TrialGateway"]
+
+
+def provider_trust(settings: Settings) -> ssl.SSLContext | bool:
+    """What the gateway's connections to providers trust: the usual roots (certifi's, as
+    httpx has them), and EXAMHALL_CA_BUNDLE's authorities too when the operator gives one,
+    as a TLS-inspecting proxy on the box's network needs."""
+    if not settings.ca_bundle:
+        return True
+    context = ssl.create_default_context(cafile=certifi.where())
+    context.load_verify_locations(cafile=settings.ca_bundle)
+    return context
 
 
 class TrialGateway:

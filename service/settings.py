@@ -110,6 +110,21 @@ def _positive_int(value: Any, info: ValidationInfo) -> int:
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
+def _ca_bundle(value: Any) -> str | None:
+    """The path of a readable PEM file that holds at least one certificate."""
+    if value is None or not str(value).strip():
+        return None
+    path = os.path.expanduser(str(value).strip())
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(16 * 1024 * 1024)
+    except OSError as exc:
+        raise ValueError(f"cannot read {path} ({exc.strerror}); give a PEM file") from None
+    if b"-----BEGIN CERTIFICATE-----" not in text:
+        raise ValueError(f"{path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+    return path
+
+
 def _byte_size(value: Any, info: ValidationInfo) -> int:
     """A size in bytes, as Docker takes it: 4294967296, 4096m or 4g."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -259,6 +274,13 @@ class Settings(BaseSettings):
         description="the hosts environment builds may fetch from through the build proxy, "
         "comma-separated, *.domain for any name under one (default: Debian's, Ubuntu's and "
         "PyPI's, and the bootstrapped base's mirror)",
+    )
+    ca_bundle: Annotated[str | None, BeforeValidator(_ca_bundle)] = Field(
+        default=None,
+        description="a PEM file of certificate authorities to trust besides the usual ones, "
+        "such as a TLS-inspecting proxy's on a corporate network: task environments' builds "
+        "and their trials (agent and verifier) trust them, and so do the relay's calls to "
+        "providers",
     )
     # A task's trials' way out (service/domain/egress.py, service/launch/egress.py).
     egress_policies: Stripped | None = Field(

@@ -28,6 +28,7 @@ from service.environments.image_map import (
 )
 from service.environments.source import DOCKERFILE, EnvironmentSource
 from service.environments.spec import WHEELS_DIR, compile_dockerfile, context_files
+from service.environments.trust import trusting_base
 from service.environments.worker_layer import (
     WORKDIR_LABEL,
     check_image,
@@ -229,15 +230,31 @@ class EnvironmentBuilder:
                 original = source.files[DOCKERFILE].decode()
             found: list[Resolved] = []
 
+            bundle = Path(settings.ca_bundle).read_bytes() if settings.ca_bundle else None
+
             def resolve(reference: str) -> str:
                 resolved = self._resolve(reference, image_map, bootstrap)
                 found.append(resolved)
                 # The engine gets the id alone: no name it could look up differently.
-                return resolved.image_id
+                if bundle is None:
+                    return resolved.image_id
+                return trusting_base(
+                    self.engine,
+                    resolved.image_id,
+                    bundle,
+                    repository=self.repository,
+                    limits=self.limits("none"),
+                )
 
             dockerfile = rewrite_images(original, resolve).text
         except (EnvironmentProblem, ImageBuildError, EngineError, UnicodeDecodeError) as exc:
             raise EnvironmentBuildError(f"The environment of {source.name}: {exc}.") from exc
+        except (BuildError, OSError) as exc:
+            # The operator's bundle could not be read or layered: the box's, not the task's.
+            raise BoxFault(
+                f"The certificate authorities of EXAMHALL_CA_BUNDLE could not be added to the "
+                f"base of {source.name}: {exc}"
+            ) from exc
         sandbox = self.engine.image(self.sandbox_image)
         if sandbox is None:
             raise EnvironmentBuildError(

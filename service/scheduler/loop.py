@@ -23,6 +23,7 @@ from sandbox.protocol import Event, SuiteBundle
 from sandbox.providers.client import Budget
 from service.backends.base import POOL_PREFIX, FoundSandbox, KeepsPool, SandboxBackend
 from service.faults import Faults, engine_fault
+from service.gateway import provider_trust
 from service.launch.egress import trial_egress
 from service.launch.launcher import Launcher
 from service.launch.trial import Placement, TrialRecord, launch_trial
@@ -68,7 +69,9 @@ class Scheduler:
         self.launcher = Launcher(backend)
         self.providers = providers or ProviderRegistry()
         # One client for every gateway: connection pools are shared across trials.
-        self.http = httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0))
+        self.http = httpx.Client(
+            timeout=httpx.Timeout(120.0, connect=10.0), verify=provider_trust(get_settings())
+        )
         self.max_containers = max_containers or get_settings().max_containers
         # Read once: a policy the operator wrote wrong stops the plane's start, not a trial.
         self.egress_policies = egress_policies()
