@@ -352,9 +352,11 @@ def verdict(
         ),
         None,
     )
-    if built is not None:
-        return row("broken", built.cause, [built.detail], opened)
     lacks = has_solution is False or bool(_NO_SOLUTION.search(oracle_logs.solution))
+    if built is not None:
+        # Told as well, so that fixing the build is not followed by a second surprise.
+        also = ["also: no reference solution (add solution/solve.sh)"] if lacks else []
+        return row("broken", built.cause, [built.detail, *also], opened)
     if lacks:
         return row(
             "broken",

@@ -234,6 +234,11 @@ def test_build_error_trials_name_the_failing_step() -> None:
     assert lines[0].endswith("returned a non-zero code: 3") and "'Step 3/3 : RUN" in lines[0]
     assert "    preparing" in lines and lines[1] == "last build output:"
     assert "Fix the step (the whole log is kept with the build)." in lines
+    assert not any(line.startswith("also:") for line in lines)
+    # A task that also lacks its solution says so under the build's failure.
+    unsolved = verdict("bad-build", rows[1], rows[0], has_solution=False)
+    assert unsolved.cause == "build failed at step 3"
+    assert "also: no reference solution (add solution/solve.sh)" in unsolved.detail
 
 
 def test_a_job_ended_by_a_build_names_its_task() -> None:
