@@ -53,8 +53,8 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Every Python the verifier's script starts, as root, puts its working directory (the
 # agent's) nowhere before the standard library, nor a user site directory on sys.path: its
 # usercustomize would be looked for along the whole path, the working directory included.
-# DEFAULT_PATH has no agent's command: an installed agent's is on the
-# agent's PATH only (sandbox/external.py, AGENT_BIN).
+# DEFAULT_PATH has no agent's command: an installed agent's is on the agent's PATH only
+# (sandbox/external.py, AGENT_BIN).
 VERIFIER_PYTHON_ENV = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
 # The faithful verifier's: sitecustomize.py there appends the working directory to sys.path
 # (and then loads the image's own sitecustomize, if any).
@@ -138,10 +138,7 @@ def _live_others() -> list[int]:
 def replace_tree(root: Path, files: dict[str, str], mode: int = 0o755) -> None:
     """Replace what `root` holds with the base64-encoded `files`, root-owned."""
     for entry in root.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+        _remove(entry)
     for name, encoded in files.items():
         target = fixture_target(root, name)
         target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -149,6 +146,21 @@ def replace_tree(root: Path, files: dict[str, str], mode: int = 0o755) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(base64.b64decode(encoded))
         os.chmod(target, mode)
+
+
+def remove_not_roots(directory: Path) -> None:
+    """Remove every entry of `directory` that root does not own (links themselves)."""
+    for entry in directory.iterdir():
+        if entry.lstat().st_uid != 0:
+            _remove(entry)
+
+
+def _remove(entry: Path) -> None:
+    """A file, a link (never what it names) or a directory with all it holds."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()
 
 
 def place_solution(files: dict[str, str]) -> None:
@@ -188,14 +200,14 @@ def describe(strict: bool) -> str:
     )
 
 
-def environment(env: dict[str, str], *, cwd: str, strict: bool) -> dict[str, str]:
+def environment(env: dict[str, str], *, cwd: str, home: Path, strict: bool) -> dict[str, str]:
     """The script's whole environment. The faithful verifier's starts from the image's own
     (its ENV, as `docker exec` gives it); the strict one's from nothing."""
     if strict:
-        base = {"PATH": DEFAULT_PATH, "HOME": str(VERIFIER_HOME), "LANG": "C.UTF-8"}
+        base = {"PATH": DEFAULT_PATH, "HOME": str(home), "LANG": "C.UTF-8"}
         return {**base, **env, **VERIFIER_PYTHON_ENV}
     image = {k: v for k, v in os.environ.items() if not is_secret_name(k)}
-    base = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", **image, "HOME": str(ROOT_HOME)}
+    base = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", **image, "HOME": str(home)}
     merged = {**base, **env}
     theirs = merged.get("PYTHONPATH")
     # Last, so no task's env can undo them: the working directory joins sys.path at its end
@@ -220,18 +232,17 @@ def run(
     """Run the verifier and read its reward, or raise NoReward."""
     end_other_processes()
     os.chmod(TESTS_DIR, 0o755)
-    # /logs/verifier is root's from the start (lay_out_logs), empty; /logs/agent stays as
-    # the agent left it, for the tests to read as Harbor's do.
+    # /logs/verifier is root's (the agent could not write in /logs) and starts empty;
+    # /logs/agent stays as the agent left it, for the tests to read as Harbor's do.
     os.chmod(LOGS_DIR, 0o755)
-    if VERIFIER_LOGS.is_dir():
-        replace_tree(VERIFIER_LOGS, {})
-    else:
-        VERIFIER_LOGS.mkdir(mode=0o755)
-    # What the agent left in /tmp (configs, caches at predictable paths) would be read by
-    # root's tests: only the workspace is the agent's to leave behind.
+    VERIFIER_LOGS.mkdir(mode=0o755, exist_ok=True)
+    replace_tree(VERIFIER_LOGS, {})
+    # What the agent left in /tmp and /var/tmp (configs, caches at predictable paths) would
+    # be read by root's tools: only the workspace and /logs/agent are the agent's to leave
+    # behind. What the image keeps there is root's, and stays.
     for temp in AGENT_TEMP_DIRS:
         if temp.is_dir() and not temp.is_symlink():
-            replace_tree(temp, {})
+            remove_not_roots(temp)
     home = VERIFIER_HOME if strict or not ROOT_HOME.is_dir() else ROOT_HOME
     home.mkdir(mode=0o700, exist_ok=True)
     try:
@@ -244,9 +255,7 @@ def run(
     log_fd = os.open(VERIFIER_LOGS / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     started = time.monotonic()
     try:
-        command_env = environment(env, cwd=cwd, strict=strict)
-        if home != ROOT_HOME:
-            command_env["HOME"] = str(home)
+        command_env = environment(env, cwd=cwd, home=home, strict=strict)
         keep = "" if strict else ",".join(map(str, sorted(VERIFIER_CAPS)))
         process = subprocess.Popen(
             [
