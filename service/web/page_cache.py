@@ -5,8 +5,9 @@ the caller's name. The row changes only with the job's status, and the rest only
 change marker (`service.store.counts`), and its agreement section with its reviews and
 review samples (`reviews_marker`), so a page kept under (job, status, marker, reviews, name)
 is the page that would be rendered again: a 100,000-trial job's page is then one read of
-the marker, not a grid of a thousand cells rendered anew on every reload. The page is kept
-as the finished text; nothing in it is marked safe.
+the marker, not a grid of a thousand cells rendered anew on every reload. A building job's
+page is not kept: its builds' progress changes every second (service/web/routes.py). The
+page is kept as the finished text; nothing in it is marked safe.
 """
 
 from __future__ import annotations

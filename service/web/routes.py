@@ -25,6 +25,7 @@ from service.api.schemas import EventView
 from service.api.sessions import SESSION_COOKIE, close_session, open_session
 from service.api.views import job_view, trial_view
 from service.domain.job_spec import JobSpec
+from service.domain.status import JobStatus
 from service.report.from_store import job_report
 from service.store import counts
 from service.store.jobs import find_job
@@ -120,7 +121,14 @@ def _job_page(c: Context, caller: Principal, job_id: str) -> HTMLResponse:
         # The marker is read first: what is read after it is at least as new.
         version = counts.version(session, job.id)
         reviewed = reviews_marker(session, job.id)
-        key = None if version is None else (job.id, job.status, version, reviewed, caller.name)
+        # A building job's page tells its builds' steps and seconds, which change each
+        # second without its marker: rendered anew every time until it is built.
+        building = job.status == JobStatus.BUILDING
+        key = (
+            None
+            if version is None or building
+            else (job.id, job.status, version, reviewed, caller.name)
+        )
         if key is not None and (kept := JOB_PAGES.get(key)) is not None:
             return html(kept)
         spec = JobSpec.model_validate(job.spec)

@@ -12,6 +12,9 @@ from typing import Any
 from sandbox.protocol import TrialResult
 from service.domain.job_spec import JobRequest
 from service.domain.planner import resolve_design
+from service.domain.status import JobStatus
+from service.environments.builder import BUILDING
+from service.scheduler.build_progress import BuildProgress
 from service.store.db import make_engine, migrate, session_factory
 from service.store.jobs import create_job
 from service.store.queue import claim
@@ -72,4 +75,36 @@ def test_a_kept_page_is_rendered_again_when_its_job_changes(tmp_path: Path) -> N
     other = Principal(team_id=None, name="someone else", admin=True)
     assert "signed in as someone else" in _page(context, job_id, other)
     assert "signed in as admin" in _page(context, job_id)
+    engine.dispose()
+
+
+def test_a_building_jobs_page_tells_its_builds_as_they_go(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    migrate(engine)
+    sessions = session_factory(engine)
+    request = JobRequest.model_validate(
+        {"suite": "smoke", "model": {"provider": "simulated", "id": "coin?p=1"}}
+    )
+    with sessions.begin() as session:
+        job = create_job(
+            session,
+            request,
+            load_suite("smoke"),
+            resolve_design(request, ["a"]),
+            image="examhall/sandbox:test",
+            image_digest=None,
+        )
+        job.status = JobStatus.BUILDING  # as a task suite's job waits for its environments
+        job_id = job.id
+    context = SimpleNamespace(sessions=sessions)
+    progress = BuildProgress(sessions, job_id, ["a"])
+    progress.line("a", f"{BUILDING} a (examhall/env:aaaa)...")
+    progress.line("a", "Step 2/3 : RUN apt-get install -y jq")
+    progress.write(force=True)
+    first = _page(context, job_id)
+    assert "a: building Step 2/3 : RUN apt-get install -y jq" in first, first
+    # The next step, with no change to the job's trials: the page says it, not the last one.
+    progress.line("a", "Step 3/3 : RUN make")
+    progress.write(force=True)
+    assert "a: building Step 3/3 : RUN make" in _page(context, job_id)
     engine.dispose()
