@@ -196,7 +196,8 @@ def main() -> int:
     rows: list[list[Any]] = []
     for name in ("cold", "cached"):
         run = out[name]
-        sound = sum(1 for verdict in run["verdicts"].values() if verdict == "sound")
+        # A warning is a sound task whose test.sh runs the agent's files.
+        sound = sum(1 for verdict in run["verdicts"].values() if verdict in ("sound", "warning"))
         rows.append(
             [
                 f"examhall check-tasks, {name} ({sound}/{len(run['verdicts'])} sound)",
