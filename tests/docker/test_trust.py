@@ -123,14 +123,13 @@ def test_builds_agents_and_verifiers_trust_the_operators_authorities(
     assert "UNTRUSTED" in str(untrusted.value), str(untrusted.value)
 
     trusting = builder(docker_client, sandbox_image, ca_bundle=str(authority / "ca.pem"))
-    env = trusting.build(source, lambda _: None)  # type: ignore[arg-type]
+    env = trusting.build(source, lambda _: None)
 
-    def encoded(text: str) -> dict[str, str]:
-        return {
-            "solve.sh" if "solve" in text else "test.sh": base64.b64encode(text.encode()).decode()
-        }
+    def encoded(name: str, text: str) -> dict[str, str]:
+        return {name: base64.b64encode(f"#!/bin/bash\n{text}".encode()).decode()}
 
-    solve = "python3 /srv/check.py > /app/answer.txt; env | grep -c CERT >> /app/answer.txt\n"
+    # The oracle's run is the agent's: its tools trust the authority as the verifier does.
+    solve = "python3 /srv/check.py > /app/answer.txt\n"
     test = (
         "python3 /srv/check.py && grep -q TRUSTED /app/answer.txt"
         " && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
