@@ -365,7 +365,7 @@ def _agent_user(spec: RunSpec, run: _Supervision) -> AgentUser:
         user = settle(spec.task.agent_user, uid, gid)
     except (OSError, ValueError) as exc:
         note = f"the agent user could not be had ({exc}); the agent runs as uid {uid}"
-        user = AgentUser(str(uid), uid, gid, "/tmp/home", note)
+        user = AgentUser(str(uid), uid, gid, workspace.SANDBOX_HOME, note)
     if user.note is not None:
         run.emit(LifecycleEvent(step="agent_user", detail=user.note))
     return user

@@ -14,6 +14,8 @@ import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.workspace import SANDBOX_HOME
+
 PASSWD = Path("/etc/passwd")
 GROUP = Path("/etc/group")
 # The name the sandbox user gets where the image has no entry for its uid.
@@ -45,7 +47,7 @@ def settle(name: str | None, sandbox_uid: int, sandbox_gid: int) -> AgentUser:
             return _create(name)
         # A bare uid, as `docker exec -u 1000` runs one.
         uid = int(name)
-        user = AgentUser(name, uid, uid, "/tmp/home")
+        user = AgentUser(name, uid, uid, SANDBOX_HOME)
     else:
         user = AgentUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
     if user.uid == 0 or user.gid == 0:
@@ -64,12 +66,11 @@ def _sandbox(uid: int, gid: int) -> AgentUser:
         return AgentUser(entry.pw_name, uid, gid, entry.pw_dir)
     except KeyError:
         pass
-    home = "/tmp/home"  # the worker's HOME for the sandbox user (sandbox/worker.py)
     if _name_taken(SANDBOX_NAME):
-        return AgentUser(str(uid), uid, gid, home)
+        return AgentUser(str(uid), uid, gid, SANDBOX_HOME)
     _append(GROUP, f"{SANDBOX_NAME}:x:{gid}:\n")
-    _append(PASSWD, f"{SANDBOX_NAME}:x:{uid}:{gid}:examhall:{home}:{_shell()}\n")
-    return AgentUser(SANDBOX_NAME, uid, gid, home)
+    _append(PASSWD, f"{SANDBOX_NAME}:x:{uid}:{gid}:examhall:{SANDBOX_HOME}:{_shell()}\n")
+    return AgentUser(SANDBOX_NAME, uid, gid, SANDBOX_HOME)
 
 
 def _create(name: str) -> AgentUser:

@@ -89,7 +89,7 @@ from sandbox.tools.base import ToolContext
 from sandbox.tools.bash import kill_strays
 
 T = TypeVar("T")
-HOME = "/tmp/home"
+HOME = workspace.SANDBOX_HOME
 
 
 class StepFailed(Exception):

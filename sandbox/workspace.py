@@ -53,6 +53,10 @@ def seed_workspace(
     return sorted(targets)
 
 
+# The sandbox user's home, in the trial's /tmp: a user with no home of its own in the image
+# (the sandbox's, or a bare uid a task names) gets this one.
+SANDBOX_HOME = "/tmp/home"
+
 # Where a task environment's image keeps its working directory's content (the directory
 # itself becomes the trial's workspace's mount point when the image is built).
 ENVIRONMENT_SEED = "/opt/examhall/seed"
