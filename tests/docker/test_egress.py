@@ -20,15 +20,14 @@ from collections.abc import Callable, Iterator
 import docker
 import pytest
 
-from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle, TaskSpec
 from service.backends.docker import DockerBackend
 from service.domain.egress import parse_policies
 from service.launch.egress import TrialEgress
-from service.launch.launcher import Launcher
-from service.launch.trial import Placement, TrialRecord, run_trial
+from service.launch.trial import TrialRecord
 from tests.docker.conftest import Server
 from tests.docker.test_task_suites import tar_of, upload
 from tests.docker.test_task_verifier import task_image
+from tests.task_trials import task_trial
 
 pytestmark = pytest.mark.docker
 
@@ -131,34 +130,16 @@ def run(
     test: str,
     egress: TrialEgress | None,
 ) -> TrialRecord:
-    def files(**texts: str) -> dict[str, str]:
-        return {name: base64.b64encode(text.encode()).decode() for name, text in texts.items()}
-
-    task = TaskSpec(
-        name="fetch",
-        instruction="Fetch the file.",
-        tests=files(**{"test.sh": test}),
-        solution=files(**{"solve.sh": solve}),
+    return task_trial(
+        backend,
+        image,
+        test=test,
+        solve=solve,
+        deadline_s=150,
+        egress=egress,
         verifier_timeout_s=60,
         workdir="/workspace",
         agent="oracle",
-        egress=egress is not None,
-    )
-    spec = RunSpec(
-        trial_id=f"test-{uuid.uuid4().hex[:12]}",
-        suite=SuiteBundle("tasks", ""),
-        case_id="fetch",
-        model=ModelRef.parse("simulated/coin?p=1"),
-        limits=Limits(agent_timeout_s=60),
-        task=task,
-    )
-    return run_trial(
-        Launcher(backend),
-        spec,
-        job_id="tests",
-        deadline_s=150,
-        placement=Placement(image=image),
-        egress=egress,
     )
 
 

@@ -7,7 +7,6 @@ supervisor's verifier to its guarantees without an environment build.
 
 from __future__ import annotations
 
-import base64
 import io
 import tarfile
 import uuid
@@ -18,17 +17,12 @@ import pytest
 
 from sandbox.protocol import (
     LifecycleEvent,
-    Limits,
-    ModelRef,
-    RunSpec,
-    SuiteBundle,
-    TaskSpec,
 )
 from sandbox.verifier import VERIFIER_CAPS
 from service.backends.docker import DockerBackend
 from service.domain.outcomes import verdict
-from service.launch.launcher import Launcher
-from service.launch.trial import Placement, TrialRecord, run_trial
+from service.launch.trial import TrialRecord
+from tests.task_trials import task_trial
 
 pytestmark = pytest.mark.docker
 
@@ -62,10 +56,6 @@ def task_image(docker_client: docker.DockerClient, sandbox_image: str) -> Iterat
     docker_client.images.remove(tag, force=True)
 
 
-def _files(**files: str) -> dict[str, str]:
-    return {name: base64.b64encode(text.encode()).decode() for name, text in files.items()}
-
-
 def run_task(
     backend: DockerBackend,
     image: str,
@@ -79,28 +69,19 @@ def run_task(
     strict: bool = False,
     agent_user: str | None = None,
 ) -> TrialRecord:
-    """One task trial; `beside` holds more files of solution/ than solve.sh."""
-    task = TaskSpec(
-        name="answer",
-        instruction="Write 42 to answer.txt.",
-        tests=_files(**{"test.sh": test}),
-        solution=_files(**{"solve.sh": solve}, **(beside or {})) if solve is not None else None,
+    """One task trial in the test image; `beside` holds more files of solution/ than solve.sh."""
+    return task_trial(
+        backend,
+        image,
+        test=test,
+        solve=solve,
+        beside=beside,
+        model=model,
         verifier_timeout_s=verifier_timeout_s,
         workdir="/workspace",
         agent=agent,
         strict_verifier=strict,
         agent_user=agent_user,
-    )
-    spec = RunSpec(
-        trial_id=f"test-{uuid.uuid4().hex[:12]}",
-        suite=SuiteBundle("tasks", ""),
-        case_id="answer",
-        model=ModelRef.parse(model),
-        limits=Limits(agent_timeout_s=60),
-        task=task,
-    )
-    return run_trial(
-        Launcher(backend), spec, job_id="tests", deadline_s=120, placement=Placement(image=image)
     )
 
 

@@ -5,7 +5,6 @@ same build does not. Every connection is to a server on the container's own loop
 
 from __future__ import annotations
 
-import base64
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -14,7 +13,6 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.protocol import Limits, ModelRef, RunSpec, SuiteBundle, TaskSpec
 from service.backends.docker import DockerBackend
 from service.environments import (
     EnvironmentBuilder,
@@ -23,9 +21,8 @@ from service.environments import (
     dockerfile_source,
 )
 from service.images.docker_engine import DockerImageEngine
-from service.launch.launcher import Launcher
-from service.launch.trial import Placement, run_trial
 from service.settings import Settings
+from tests.task_trials import task_trial
 
 pytestmark = pytest.mark.docker
 
@@ -125,32 +122,14 @@ def test_builds_agents_and_verifiers_trust_the_operators_authorities(
     trusting = builder(docker_client, sandbox_image, ca_bundle=str(authority / "ca.pem"))
     env = trusting.build(source, lambda _: None)
 
-    def encoded(name: str, text: str) -> dict[str, str]:
-        return {name: base64.b64encode(f"#!/bin/bash\n{text}".encode()).decode()}
-
     # The oracle's run is the agent's: its tools trust the authority as the verifier does.
     solve = "python3 /srv/check.py > /app/answer.txt\n"
     test = (
         "python3 /srv/check.py && grep -q TRUSTED /app/answer.txt"
         " && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
     )
-    spec = RunSpec(
-        trial_id=f"trust-{uuid.uuid4().hex[:10]}",
-        suite=SuiteBundle("tasks", ""),
-        case_id="tls",
-        model=ModelRef.parse("simulated/coin?p=1"),
-        limits=Limits(agent_timeout_s=60),
-        task=TaskSpec(
-            name="tls",
-            instruction="Check the server.",
-            tests=encoded("test.sh", test),
-            solution=encoded("solve.sh", solve),
-            verifier_timeout_s=30,
-            agent="oracle",
-        ),
-    )
-    record = run_trial(
-        Launcher(backend), spec, job_id="tests", deadline_s=120, placement=Placement(image=env.ref)
+    record = task_trial(
+        backend, env.ref, test=test, solve=solve, agent="oracle", verifier_timeout_s=30
     )
     log = record.artifacts.get("verifier.log", b"").decode()
     assert record.result.outcome == "passed", (record.result, log)
