@@ -17,7 +17,14 @@ from examhall.connection import Connected
 from examhall.errors import raise_for_error
 from examhall.stream import END, ENDED_EARLY, EventReader, StreamEvent
 from service.api.review_schemas import ReviewView, SampleView
-from service.api.schemas import EventView, JobCreated, JobView, SuiteView, TrialView
+from service.api.schemas import (
+    EventView,
+    JobCreated,
+    JobView,
+    SuiteView,
+    TaskSetView,
+    TrialView,
+)
 from service.domain.job_spec import JobRequest
 from service.report.model import Report
 
@@ -61,6 +68,12 @@ class AsyncClient(Connected[httpx.AsyncClient]):
 
     async def upload(self, directory: str | os.PathLike[str], name: str | None = None) -> SuiteView:
         return await self._send(calls.upload(directory, name))
+
+    async def push(self, directory: str | os.PathLike[str], name: str, version: str) -> SuiteView:
+        return await self._send(calls.upload(directory, name, version))
+
+    async def task_sets(self) -> list[TaskSetView]:
+        return await self._send(calls.task_sets())
 
     async def submit(
         self, body: JobRequest | Mapping[str, Any] | None = None, **fields: Any

@@ -19,7 +19,14 @@ from pydantic import BaseModel, TypeAdapter
 from examhall.errors import ApiError, raise_for_error
 from sandbox.protocol import ModelRef
 from service.api.review_schemas import ReviewView, SampleView
-from service.api.schemas import EventView, JobCreated, JobView, SuiteView, TrialView
+from service.api.schemas import (
+    EventView,
+    JobCreated,
+    JobView,
+    SuiteView,
+    TaskSetView,
+    TrialView,
+)
 from service.domain.job_spec import JobRequest
 from service.report.model import Report
 from service.suites.archives import pack_directory
@@ -109,17 +116,27 @@ def suite_name(directory: str | os.PathLike[str]) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", base)[:100] or "suite"
 
 
-def upload(directory: str | os.PathLike[str], name: str | None = None) -> Call[SuiteView]:
+def upload(
+    directory: str | os.PathLike[str], name: str | None = None, version: str | None = None
+) -> Call[SuiteView]:
     """Pack the directory (service/suites/archives.py; an ArchiveError when it cannot be) for
-    POST /v1/suites. Repeatable: a suite is stored by its content's hash."""
+    POST /v1/suites, pushed as `name@version` of a task set when a version is given.
+    Repeatable: a suite is stored by its content's hash, and a version never changes."""
+    params = {"name": name or suite_name(directory)}
+    if version is not None:
+        params["version"] = version
     return Call(
         "POST",
         "/v1/suites",
         model(SuiteView),
-        params={"name": name or suite_name(directory)},
+        params=params,
         content=pack_directory(directory),
         headers={"content-type": "application/gzip"},
     )
+
+
+def task_sets() -> Call[list[TaskSetView]]:
+    return Call("GET", "/v1/suite-sets", model(list[TaskSetView]))
 
 
 def job_body(body: JobRequest | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> Any:

@@ -17,7 +17,14 @@ from examhall.connection import Connected
 from examhall.errors import raise_for_error
 from examhall.stream import END, ENDED_EARLY, EventReader, StreamEvent
 from service.api.review_schemas import ReviewView, SampleView
-from service.api.schemas import EventView, JobCreated, JobView, SuiteView, TrialView
+from service.api.schemas import (
+    EventView,
+    JobCreated,
+    JobView,
+    SuiteView,
+    TaskSetView,
+    TrialView,
+)
 from service.domain.job_spec import JobRequest
 from service.report.model import Report
 
@@ -66,6 +73,16 @@ class Client(Connected[httpx.Client]):
         answer also lists the tasks that loaded and those refused, each with why. An
         ArchiveError (service/suites/archives.py) when the tree cannot be packed."""
         return self._send(calls.upload(directory, name))
+
+    def push(self, directory: str | os.PathLike[str], name: str, version: str) -> SuiteView:
+        """Upload a directory of tasks as `name@version` of the caller's task set, which a
+        job's `suite` then names (`name` alone: the newest version). A version never changes:
+        an ApiError (409) when it was pushed with other contents."""
+        return self._send(calls.upload(directory, name, version))
+
+    def task_sets(self) -> list[TaskSetView]:
+        """The task sets the token may read, each with its versions (oldest push first)."""
+        return self._send(calls.task_sets())
 
     def submit(
         self, body: JobRequest | Mapping[str, Any] | None = None, **fields: Any

@@ -1,5 +1,6 @@
 """A suite through the store: what a job's `suite` names (a shipped name, an uploaded Python
-source, an uploaded tree's `sha256:` id) and a stored suite read back for its job.
+source, an uploaded tree's `sha256:` id, a pushed set's `NAME@VERSION`) and a stored suite
+read back for its job.
 
 It sits above the pure formats (service/suites/) and the store, and below the API and the
 scheduler, which both use it: the formats never read the store, and the store never asks
@@ -15,10 +16,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from sandbox.protocol import SuiteBundle
 from service.domain.job_spec import JobRequest, UploadedSuite
 from service.domain.planner import JobInputError
+from service.domain.task_sets import SetRef
+from service.store import task_sets
 from service.store.models import Suite
-from service.store.suites import owner_of, store_tree, uploaded_tree
+from service.store.suites import get_suite_tree, owner_of, store_tree, uploaded_tree
 from service.suites import (
     DEFAULT,
+    FORMATS,
     SuiteData,
     SuiteError,
     SuiteFormat,
@@ -46,7 +50,12 @@ def format_for(
     if not isinstance(suite, str):
         return DEFAULT
     if not is_archive_id(suite):
-        return format_named(suite)
+        if any(f.names(suite) for f in FORMATS.values()):
+            return format_named(suite)
+        with sessions() as session:
+            found = pushed_set(session, suite, team_id=team_id, admin=admin)
+        # A reference to no set is refused by python_source, which names every way in.
+        return format_of(found[0].kind) if found is not None else DEFAULT
     with sessions() as session:
         found = uploaded(session, suite, owner_of(team_id), any_owner=admin)
         if found is None:
@@ -61,8 +70,11 @@ def python_source(request: JobRequest) -> SuiteBundle:
         if request.suite not in shipped_suites():
             raise JobInputError(
                 ("body", "suite"),
-                f"Unknown suite {request.suite!r}; shipped suites: {', '.join(shipped_suites())}. "
-                'Upload your own as {"name": ..., "source": ...}.',
+                f"Unknown suite {request.suite!r}: no suite this server ships "
+                f"({', '.join(shipped_suites())}) and no task set you may read "
+                "(`examhall suites list`). Upload your own as "
+                '{"name": ..., "source": ...}, or push a task set with '
+                "`examhall suites push NAME@VERSION DIR`.",
             )
         return load_suite(request.suite)
     return SuiteBundle(name=request.suite.name, source=request.suite.source)
@@ -78,6 +90,27 @@ def uploaded(
     if found is None or not format_of(found[0].kind).tasks:
         return None
     return found
+
+
+def pushed_set(
+    session: Session, ref: str, *, team_id: str | None, admin: bool
+) -> tuple[Suite, str] | None:
+    """The stored tree a set reference names (`NAME@VERSION`, `NAME`, `OWNER/NAME...`) among
+    the sets the caller may read, and the name its job keeps; None when it names none. A
+    SuiteError when the set is there but not the version, or the name is ambiguous."""
+    parsed = SetRef.parse(ref)
+    if parsed is None:
+        return None
+    caller = task_sets.Caller(owner_of(team_id), team_id, admin)
+    try:
+        found = task_sets.find(session, parsed, caller)
+    except task_sets.TaskSetError as exc:
+        raise SuiteError(str(exc)) from None
+    if found is None:
+        return None
+    row = get_suite_tree(session, f"sha256:{found.sha256}")
+    assert row is not None, f"set {ref} names sha256:{found.sha256}, which is not stored"
+    return row, found.display(caller.owner)
 
 
 def uploaded_tasks(row: Suite, name: str) -> TaskSuite:
@@ -100,7 +133,13 @@ def resolve_tasks(
             )
         return uploaded_tasks(*found)
     if ref not in suite_format.shipped():
-        raise SuiteError(f"{ref!r} is neither an uploaded suite's id nor a shipped task suite.")
+        pushed = pushed_set(session, ref, team_id=team_id, admin=admin)
+        if pushed is not None:
+            return uploaded_tasks(*pushed)
+        raise SuiteError(
+            f"{ref!r} is neither an uploaded suite's id, a shipped task suite, nor a task set "
+            "you may read (`examhall suites list`)."
+        )
     data = pack_directory(shipped_dir() / ref)
     sha256 = hashlib.sha256(data).hexdigest()
     suite = suite_format.load_tasks(SuiteData(sha256, ref, archive=data))

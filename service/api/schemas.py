@@ -130,3 +130,29 @@ class SuiteView(BaseModel):
     refused: list[RefusedTask] = Field(
         description="the tasks that did not load, each with why; the others are kept"
     )
+    version: str | None = Field(
+        default=None,
+        description="the task set version this upload was pushed as (name@version), if any",
+    )
+
+
+class TaskSetVersionView(BaseModel):
+    version: str
+    id: str = Field(description="sha256:<hex> of the version's archive: its contents")
+    pushed_at: datetime
+
+
+class TaskSetView(BaseModel):
+    """A named task set the caller may read, and its versions, oldest push first."""
+
+    name: str
+    owner: str = Field(description="the team that pushed it (admin: an admin token)")
+    ref: str = Field(
+        description="what a job's suite names for its newest version: NAME, or OWNER/NAME for "
+        "a set another owner shared; add @VERSION for another"
+    )
+    versions: list[TaskSetVersionView]
+    shared_with: list[str] | None = Field(
+        default=None,
+        description="the teams an admin shared it with; shown to its owner and admins only",
+    )

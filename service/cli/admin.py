@@ -8,7 +8,9 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.domain.task_sets import SetRef
 from service.settings import ConfigError, database_url, env_name, max_containers
+from service.store import task_sets
 from service.store import teams as stored
 from service.store.db import session_factory
 from service.store.opening import describe, open_existing
@@ -83,6 +85,27 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     return 0 if count else 1
 
 
+def cmd_share_set(args: argparse.Namespace) -> int:
+    """Share a task set with teams, or with --revoke stop sharing it."""
+    ref = SetRef.parse(args.set)
+    if ref is None or ref.owner is None or ref.version is not None:
+        raise TeamError(
+            f"{args.set!r} is not OWNER/NAME: name the set's owner (its team, or admin) and the "
+            "set, without a version (a share covers every version)."
+        )
+    with _sessions(args).begin() as session:
+        owner = task_sets.owner_named(session, ref.owner)
+        for name in args.teams:
+            team = find_team(session, name)
+            if args.revoke:
+                done = task_sets.unshare(session, owner, ref.name, team.id)
+                print(f"{args.set} is {'no longer' if done else 'not'} shared with {name}.")
+            else:
+                done = task_sets.share(session, owner, ref.name, team.id)
+                print(f"{args.set} is {'now' if done else 'already'} shared with {name}.")
+    return 0
+
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -90,7 +113,7 @@ def _run(func: Command) -> Command:
     def guarded(args: argparse.Namespace) -> int:
         try:
             result: int = func(args)
-        except (TeamError, ConfigError) as exc:
+        except (TeamError, ConfigError, task_sets.TaskSetError) as exc:
             print(f"examhall: {exc}", file=sys.stderr)
             return 2
         return result
@@ -140,3 +163,13 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     revoke.add_argument("prefix")
     revoke.set_defaults(func=_run(cmd_revoke))
+
+    share = admin.add_parser(
+        "share-set",
+        help="let other teams run a team's task set (every version of it)",
+        parents=[store],
+    )
+    share.add_argument("set", metavar="OWNER/NAME", help="the set: its team (or admin) and name")
+    share.add_argument("teams", metavar="TEAM", nargs="+", help="the teams to share it with")
+    share.add_argument("--revoke", action="store_true", help="stop sharing it with them")
+    share.set_defaults(func=_run(cmd_share_set))

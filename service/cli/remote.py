@@ -12,14 +12,15 @@ import httpx
 
 from examhall import ApiError, ArchiveError, Client
 from sandbox.protocol import ModelRef
-from service.cli import check_tasks
+from service.cli import check_tasks, task_sets
 from service.cli.connection import add_connection, connect
 from service.cli.progress import watch
 from service.domain.status import JobStatus
 from service.report.model import report_json
 
 SUITE_HELP = (
-    "a suite file (.py, uploaded), a directory of Harbor tasks (packed and uploaded), or the "
+    "a suite file (.py, uploaded), a directory of Harbor tasks (packed and uploaded), a task "
+    "set pushed with `examhall suites push` (NAME@VERSION, or NAME for its newest), or the "
     "name of a suite the server ships"
 )
 
@@ -224,3 +225,4 @@ def add_remote_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     export.set_defaults(func=cmd_export)
 
     check_tasks.add_command(sub, add_connection)
+    task_sets.add_commands(sub, add_connection)

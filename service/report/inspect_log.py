@@ -15,6 +15,7 @@ from typing import Any
 from service.domain.job_spec import JobSpec, VariantSpec
 from service.domain.outcomes import verdict
 from service.domain.status import JobStatus, Outcome
+from service.domain.task_sets import version_of
 from service.store.models import Job, Trial
 from service.store.trials import LoggedEvent
 
@@ -348,7 +349,8 @@ def eval_spec(job: Job, spec: JobSpec) -> dict[str, Any]:
             "created": iso(job.created_at),
             "task": job.suite_name,
             "task_id": job.suite_sha256,
-            "task_version": 0,
+            # A pushed task set's version (service/domain/task_sets.py), else Inspect's default.
+            "task_version": version_of(job.suite_name) or 0,
             "task_args": task_args,
             "task_args_passed": task_args,
             "dataset": {

@@ -71,6 +71,29 @@ class SuiteUpload(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime)
 
 
+class SuiteSet(Base):
+    """A version of a named task set (`examhall suites push NAME@VERSION DIR`): an owner's
+    name for a stored tree, immutable once pushed. A job naming `NAME` runs the newest."""
+
+    __tablename__ = "suite_sets"
+    # A team's id, or ADMIN_OWNER (service/store/suites.py), as for suite_uploads.
+    owner: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    version: Mapped[str] = mapped_column(String(60), primary_key=True)
+    sha256: Mapped[str] = mapped_column(ForeignKey("suites.sha256"))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class SuiteSetShare(Base):
+    """A team an admin shared an owner's set with: every version of it, later ones too."""
+
+    __tablename__ = "suite_set_shares"
+    owner: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
 class Team(Base):
     __tablename__ = "teams"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

@@ -59,6 +59,7 @@ def test_an_uploaded_tree_is_stored_once_by_its_content_address(
         "bytes": len(data),
         "tasks": ["hello", "jq-count"],
         "refused": [],
+        "version": None,
     }
     # The same bytes again: the same suite, 200, and still one row (the first name stays).
     again = server.http.post("/v1/suites", params={"name": "other"}, content=data, headers=GZIP)

@@ -487,6 +487,32 @@ def test_a_solution_of_several_files_passes_with_the_oracle_and_the_scripted_mod
     )
 
 
+def test_a_job_names_a_pushed_task_set_and_its_report_and_export_keep_the_version(
+    start_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    """The task of the test above (its environment cached by then), pushed as a set version
+    and run by that name: the job, its report and its Inspect log say which version ran."""
+    server = start_server()
+    pushed = server.http.post(
+        "/v1/suites",
+        params={"name": "two-files", "version": "1.0"},
+        content=tar_of(multi_file_task()),
+        headers={"Content-Type": "application/gzip"},
+    )
+    assert pushed.status_code == 201, pushed.text
+    assert pushed.json()["version"] == "two-files@1.0"
+    sha = pushed.json()["id"].removeprefix("sha256:")
+    created = server.submit(suite="two-files", variants={"oracle": {"agent": "oracle"}})
+    job = server.wait(created["id"], timeout=BUILD_TIMEOUT_S)
+    assert job["error"] is None, job["error"]
+    assert (job["suite"], job["counts"]["passed"]) == ("two-files@1.0", 1), job
+    text = server.http.get(f"/v1/jobs/{created['id']}/report", params={"format": "text"}).text
+    assert f"suite two-files@1.0 ({sha[:12]})" in text, text
+    exported = server.http.get(f"/v1/jobs/{created['id']}/export", params={"format": "inspect"})
+    log = exported.json()["eval"]
+    assert (log["task"], log["task_id"], log["task_version"]) == ("two-files@1.0", sha, "1.0")
+
+
 def test_a_real_models_agent_finds_no_solution(
     start_server: Callable[..., Server],
     tmp_path: Path,

@@ -1,4 +1,5 @@
-"""/v1/suites: upload a suite as an archive of its tree, and read one back by id.
+"""/v1/suites: upload a suite as an archive of its tree, and read one back by id;
+/v1/suite-sets: the named, versioned task sets the caller may read.
 
 The body is the archive itself (a gzip'd or plain tar, Content-Type application/gzip,
 application/x-tar or application/octet-stream), capped by EXAMHALL_MAX_SUITE_ARCHIVE_BYTES
@@ -11,6 +12,10 @@ of its bytes, which are stored once; but each team has its own uploads
 uploaded before 200 under its first name, whoever else uploaded them. Reading a suite by id
 finds only the caller's own uploads (an admin's: any), so no answer tells one team what
 another has uploaded.
+
+An upload with a `version` is also pushed as that version of the task set `name`
+(service/store/task_sets.py): a job then names it `name@version`, or `name` for the newest.
+A version never changes: pushing it again with other bytes answers 409 and stores nothing.
 """
 
 from __future__ import annotations
@@ -25,12 +30,20 @@ from starlette.requests import ClientDisconnect
 from service.api.access import NOT_FOUND
 from service.api.auth import Caller
 from service.api.context import Ctx
-from service.api.schemas import ErrorBody, RefusedTask, SuiteView
+from service.api.schemas import (
+    ErrorBody,
+    RefusedTask,
+    SuiteView,
+    TaskSetVersionView,
+    TaskSetView,
+)
 from service.domain.planner import JobInputError
+from service.domain.task_sets import SetRef
+from service.store import task_sets
 from service.store.models import Suite
 from service.store.suites import owner_of, save_upload
 from service.suite_resolver import uploaded, uploaded_tasks
-from service.suites import SuiteTreeError
+from service.suites import FORMATS, SuiteTreeError
 from service.suites.archives import (
     DEFAULT_MAX_FILES,
     DEFAULT_MAX_UNPACKED_BYTES,
@@ -52,6 +65,8 @@ MEDIA_TYPES = (
 ARCHIVE_SETTING = "EXAMHALL_MAX_SUITE_ARCHIVE_BYTES"
 # The name's rule is an uploaded Python suite's (service/domain/job_spec.py UploadedSuite).
 NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+# A task set's version (service/domain/task_sets.py VERSION), its length given apart.
+VERSION_PATTERN = r"^[A-Za-z0-9_.+-]*$"
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 
 
@@ -106,6 +121,7 @@ def view(
     response_model=SuiteView,
     responses={
         200: {"model": SuiteView, "description": "The caller uploaded these bytes before"},
+        409: {"model": ErrorBody, "description": "The version is pushed with other bytes"},
         413: {"model": ErrorBody},
         415: {"model": ErrorBody},
         422: {"model": ErrorBody},
@@ -116,7 +132,9 @@ def view(
     "which a job names as its `suite`, the tasks that loaded and, for each task that did not, "
     "why (the others are kept; 422 when none loads). Uploading the same bytes again answers "
     "200 and the same suite under the name of the caller's first upload of them; whether "
-    "another team uploaded them changes nothing.",
+    "another team uploaded them changes nothing. With `version`, the upload is also pushed as "
+    "`name@version` of the caller's task set `name`, which jobs then name instead of the id "
+    "(`name` alone: its newest version); a version is immutable (409 for other bytes).",
     openapi_extra={
         "requestBody": {"required": True, "content": {media: _BINARY for media in MEDIA_TYPES}}
     },
@@ -135,6 +153,15 @@ async def upload_suite(
             description="the suite's display name (letters, digits, '_', '.', '-')",
         ),
     ],
+    version: Annotated[
+        str,
+        Query(
+            max_length=60,
+            pattern=VERSION_PATTERN,
+            description="push the upload as this version of the task set `name` "
+            "(letters, digits, '_', '.', '+', '-'); empty or left out: do not",
+        ),
+    ] = "",
 ) -> SuiteView:
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media not in MEDIA_TYPES:
@@ -142,6 +169,12 @@ async def upload_suite(
             415,
             f"Content-Type {media or '(none)'!r} is not an archive; send the tar as "
             "application/gzip (gzip'd) or application/x-tar (plain).",
+        )
+    if version and any(f.names(name) for f in FORMATS.values()):
+        raise JobInputError(
+            ("query", "name"),
+            f"{name!r} is a suite this server ships, which a job's `suite` names first; "
+            "push your task set under another name.",
         )
     cap = c.settings.max_suite_archive_bytes
     data = await read_capped(request, cap)
@@ -157,17 +190,20 @@ async def upload_suite(
         except (ArchiveError, SuiteTreeError) as exc:
             loc = ("body", exc.entry) if exc.entry is not None else ("body",)
             raise JobInputError(loc, str(exc)) from None
+        owner = owner_of(caller.team_id)
         with c.sessions.begin() as session:
             saved = save_upload(
-                session,
-                owner=owner_of(caller.team_id),
-                suite_id=tree.id,
-                name=name,
-                kind=tree.kind,
-                data=data,
+                session, owner=owner, suite_id=tree.id, name=name, kind=tree.kind, data=data
             )
             shown = view(saved.suite, saved.name, len(tree.files), tree.case_ids, tree.refused)
-            return shown, saved.created
+            if not version:
+                return shown, saved.created
+            try:
+                pushed = task_sets.push(session, owner, name, version, saved.suite.sha256)
+            except task_sets.VersionTaken as exc:
+                # Raised inside the transaction: the upload it began is not kept either.
+                raise HTTPException(409, str(exc)) from None
+            return shown.model_copy(update={"version": f"{name}@{version}"}), pushed
 
     shown, created = await run_in_threadpool(check_and_store)
     if not created:
@@ -193,3 +229,39 @@ def get_suite(suite_id: str, c: Ctx, caller: Caller) -> SuiteView:
         loaded = uploaded_tasks(suite, name)
         files = count_files(suite.archive or b"")
         return view(suite, name, files, sorted(loaded.tasks), loaded.refused)
+
+
+@router.get(
+    "/suite-sets",
+    response_model=list[TaskSetView],
+    summary="The task sets the caller may read",
+    description="The caller's own sets, those an admin shared with its team, and for an "
+    "admin every set; each with its versions, oldest push first. A job's `suite` names a "
+    "version as `ref@VERSION`, the newest as `ref`.",
+)
+def list_task_sets(c: Ctx, caller: Caller) -> list[TaskSetView]:
+    who = task_sets.Caller(owner_of(caller.team_id), caller.team_id, caller.admin)
+    with c.sessions() as session:
+        sets: dict[tuple[str, str], list[task_sets.SetVersion]] = {}
+        for found in task_sets.readable(session, who):
+            sets.setdefault((found.owner, found.name), []).append(found)
+        views = []
+        for (owner, name), versions in sets.items():
+            mine = owner == who.owner
+            views.append(
+                TaskSetView(
+                    name=name,
+                    owner=versions[0].owner_name,
+                    ref=str(SetRef(name, owner=None if mine else versions[0].owner_name)),
+                    versions=[
+                        TaskSetVersionView(
+                            version=v.version, id=f"sha256:{v.sha256}", pushed_at=v.pushed_at
+                        )
+                        for v in versions
+                    ],
+                    shared_with=(
+                        task_sets.shares(session, owner, name) if mine or caller.admin else None
+                    ),
+                )
+            )
+        return views
