@@ -98,11 +98,15 @@ class TaskSpec:
 SCRIPTED_PROVIDERS = frozenset({"faux", "simulated"})
 
 
-def runs_solution(agent: str | None, provider: str) -> bool:
+def runs_solution(agent: str | None, provider: str, *, installed: bool = False) -> bool:
     """Whether a task trial's agent runs the reference solution, and so gets solution/: the
-    oracle, or a scripted model (which replays `bash /solution/solve.sh` as its own call).
-    A real model's trial never does: the reference solution would be its answer key."""
-    return agent == "oracle" or (agent is None and provider in SCRIPTED_PROVIDERS)
+    oracle, or examhall's own loop under a scripted model (which replays `bash
+    /solution/solve.sh` as its own call). A real model's trial never does, nor an installed
+    agent's (a pip or catalogue agent, `installed`) under any model: it could read the
+    solution itself, and the reference solution would be its answer key."""
+    if agent is not None:
+        return agent == "oracle"
+    return not installed and provider in SCRIPTED_PROVIDERS
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,9 @@ def simulated_model(
     if solution is None:
         raise ProviderError(
             f"Case {case_id} has no 'solution' script, which the simulated model replays "
-            "when its coin passes; add scripts={'solution': [...]} to the case."
+            "when its coin passes; add scripts={'solution': [...]} to the case. (A task's "
+            "reference solution is replayed in examhall's own loop only, never for an "
+            "installed agent, which could read it.)"
         )
     return FauxModel(solution, name=name), True, draw
 

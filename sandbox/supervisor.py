@@ -321,7 +321,11 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
         # such a trial, service/suites/harbor/suite.py: this holds it even if one came).
         run.verifying = True
         solution = (
-            spec.task.solution if runs_solution(spec.task.agent, spec.model.provider) else None
+            spec.task.solution
+            if runs_solution(
+                spec.task.agent, spec.model.provider, installed=spec.command is not None
+            )
+            else None
         )
         task = dataclasses.replace(spec.task, tests={}, solution=solution)
         # The task's agent user, settled as root before the child drops to it.

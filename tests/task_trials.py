@@ -31,10 +31,12 @@ def task_trial(
     model: str = "simulated/coin?p=1",
     deadline_s: float = 120,
     egress: TrialEgress | None = None,
+    command: tuple[str, ...] | None = None,
     **task: Any,
 ) -> TrialRecord:
     """The trial of a task whose tests/ is `test.sh` and whose solution/ is `solve.sh` and
-    `beside`; `task` sets TaskSpec's other fields (agent, workdir, verifier_timeout_s, ...)."""
+    `beside`; `command` an installed agent's argv; `task` sets TaskSpec's other fields (agent,
+    workdir, verifier_timeout_s, ...)."""
     solution = None if solve is None else encoded(**{"solve.sh": solve}, **(beside or {}))
     spec = RunSpec(
         trial_id=f"test-{uuid.uuid4().hex[:12]}",
@@ -42,6 +44,7 @@ def task_trial(
         case_id="task",
         model=ModelRef.parse(model),
         limits=Limits(agent_timeout_s=60),
+        command=command,
         task=TaskSpec(
             name="task",
             instruction="Do the task.",

@@ -369,6 +369,8 @@ class Scheduler:
                 provider=harness.model.provider,
                 workdir=None,
                 egress=egress is not None,
+                # A pip or catalogue agent: never the solution, whatever model it is given.
+                installed=harness.agent is not None and not isinstance(harness.agent, str),
             )
             placement = Placement(
                 image=image,

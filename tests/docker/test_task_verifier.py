@@ -17,6 +17,7 @@ import pytest
 
 from sandbox.protocol import (
     LifecycleEvent,
+    runs_solution,
 )
 from sandbox.verifier import VERIFIER_CAPS
 from service.backends.docker import DockerBackend
@@ -111,6 +112,39 @@ def test_solve_sh_runs_the_rest_of_the_solution_for_the_oracle_and_a_replay(
         assert record.result.outcome == "passed", (agent, record.result)
     nop = run_task(backend, task_image, test=ANSWER_TEST, solve=solve, agent="nop", beside=beside)
     assert nop.result.outcome == "failed", nop.result
+
+
+def test_an_installed_agent_under_a_scripted_model_never_gets_the_solution(
+    backend: DockerBackend, task_image: str
+) -> None:
+    """A pip agent's trial under `simulated` once got /solution (the scheduler passed no
+    built-in agent, and a scripted model's trial replays the solution) and an agent that ran
+    it passed. The supervisor keeps it from any installed agent, even when the run request
+    carries it, as this one does."""
+    # It calls its model once through the relay, as an installed agent must, then looks.
+    steal = (
+        "python3 -c \"import json, os, urllib.request as u; "
+        "u.urlopen(u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
+        "json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'hi'}]}).encode(), "
+        "{'Content-Type': 'application/json', "
+        "'Authorization': 'Bearer ' + os.environ['OPENAI_API_KEY']})).read()\"; "
+        "cat /solution/solve.sh; bash /solution/solve.sh; true"
+    )
+    record = task_trial(
+        backend,
+        task_image,
+        test=ANSWER_TEST,
+        solve=SOLVE,
+        workdir="/workspace",
+        # The coin never passes, so the model replays nothing and the agent runs on its own.
+        model="simulated/coin?p=0",
+        command=("bash", "-c", steal),
+    )
+    result = record.result
+    assert result.outcome == "failed", (result, record.artifacts.get("agent.stderr"))
+    said = record.artifacts.get("agent.stdout", b"") + record.artifacts.get("agent.stderr", b"")
+    assert b"/solution/solve.sh: No such file or directory" in said, (said, result)
+    assert runs_solution(None, "simulated") and not runs_solution(None, "simulated", installed=True)
 
 
 def test_reward_json_is_read_before_reward_txt(backend: DockerBackend, task_image: str) -> None:

@@ -41,14 +41,20 @@ def task_files() -> dict[str, bytes]:
         ("nop", "simulated", False),
         (None, "openai", False),
         (None, "fakeai", False),
+        # An installed (pip or catalogue) agent, under a scripted model too.
+        ("installed", "simulated", False),
+        ("installed", "faux", False),
+        ("installed", "openai", False),
     ],
 )
 def test_only_the_oracle_and_the_scripted_models_get_the_whole_solution(
     agent: str | None, provider: str, gets: bool
 ) -> None:
-    assert runs_solution(agent, provider) is gets
+    installed = agent == "installed"
+    builtin = None if installed else agent
+    assert runs_solution(builtin, provider, installed=installed) is gets
     (task,) = load_tasks(task_files())
-    spec = task_spec(task, agent=agent, provider=provider, workdir=None)
+    spec = task_spec(task, agent=builtin, provider=provider, workdir=None, installed=installed)
     if gets:
         assert spec.solution is not None
         decoded = {name: base64.b64decode(data) for name, data in spec.solution.items()}

@@ -117,11 +117,13 @@ def task_spec(
     provider: str,
     workdir: str | None,
     egress: bool = False,
+    installed: bool = False,
 ) -> TaskSpec:
     """What the worker gets of a task. The verifier's files go to the root supervisor only;
     the reference solution, the whole of solution/, goes only where it is the agent (the
-    oracle) or the script a scripted model replays, never to a real model's trial."""
-    with_solution = runs_solution(agent, provider)
+    oracle) or the script a scripted model replays in examhall's own loop, never to a real
+    model's trial nor to an installed agent's (`installed`), under any model."""
+    with_solution = runs_solution(agent, provider, installed=installed)
     return TaskSpec(
         name=task.id,
         instruction=task.instruction,
