@@ -5,8 +5,12 @@ build_network.py): the one address they can reach is this proxy's. It forwards p
 (absolute-form requests, as apt sends them through `http_proxy`) and `CONNECT` tunnels (as pip
 and curl use for HTTPS) to the named hosts the operator allows (EXAMHALL_BUILD_EGRESS), on
 ports 80 and 443 alone, and refuses everything else with a 403 that says why. A name is
-resolved here, and an address the box must keep to itself (loopback, link-local and so a
-cloud's metadata endpoint, unspecified, multicast) is refused whatever name led to it.
+resolved here, and an address that is not the public internet's is refused whatever name led
+to it: loopback, link-local (and so a cloud's metadata endpoint), private (10/8, 172.16/12,
+192.168/16, fc00::/7, where the engine's bridge gateway reaches the host's own services),
+shared (100.64/10), reserved, unspecified and multicast; the whole of IANA's special-purpose
+registries. A `HOST:PORT` entry is the operator naming one server of its own network (a
+mirror on the LAN): it is reached on that port at whatever address it resolves to.
 
 Run in a container of the sandbox image (stdlib only):
 
@@ -39,16 +43,19 @@ def _resolve(host: str, port: int) -> list[str]:
 
 
 def refused_address(address: str) -> bool:
-    """Whether `address` is one of the box's own kind: never a package mirror."""
+    """Whether `address` is not the public internet's (ipaddress's is_global: IANA's
+    special-purpose registries), so never reached by a name alone."""
     ip = ipaddress.ip_address(address)
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast
+    return not ip.is_global or ip.is_multicast
 
 
 @dataclass(frozen=True)
 class Policy:
     hosts: frozenset[str]  # exact names, or "*.suffix" for any name under it
+    # HOST:PORT entries: the operator's own servers, reached on that port at any address.
+    exact: frozenset[tuple[str, int]] = frozenset()
     ports: frozenset[int] = frozenset({80, 443})
     resolve: Resolver = _resolve
     refuse: Callable[[str], bool] = refused_address
@@ -66,6 +73,11 @@ class Policy:
 
     def addresses(self, host: str, port: int) -> tuple[list[str], str | None]:
         """Where `host:port` may be reached, or why not."""
+        if (host.lower().rstrip("."), port) in self.exact:
+            try:
+                return self.resolve(host, port), None
+            except OSError as exc:
+                return [], f"{host} does not resolve ({exc})"
         if port not in self.ports:
             return [], f"port {port} is not one {self.who} may reach ({sorted(self.ports)})"
         if not self.allows_host(host):
@@ -76,7 +88,11 @@ class Policy:
             return [], f"{host} does not resolve ({exc})"
         allowed = [a for a in found if not self.refuse(a)]
         if not allowed:
-            return [], f"{host} resolves only to addresses {self.who} may not reach ({found})"
+            return [], (
+                f"{host} resolves only to addresses {self.who} may not reach ({found}): not the "
+                f"public internet's; a server of the box's own network is named as "
+                f"{host}:{port} in {self.source}"
+            )
         return allowed, None
 
 
@@ -185,17 +201,29 @@ class BuildProxy(socketserver.ThreadingTCPServer):
             self._slots.release()
 
 
-def parse_hosts(value: str) -> frozenset[str]:
-    return frozenset(h.strip().lower().rstrip(".") for h in value.split(",") if h.strip())
+def parse_entries(value: str) -> tuple[frozenset[str], frozenset[tuple[str, int]]]:
+    """`host,*.suffix,host:port,...` as the names, and the HOST:PORT entries."""
+    hosts: set[str] = set()
+    exact: set[tuple[str, int]] = set()
+    for entry in (e.strip().lower().rstrip(".") for e in value.split(",")):
+        host, colon, port = entry.rpartition(":")
+        if colon and port.isdigit() and 0 < int(port) < 65536:
+            exact.add((host.rstrip("."), int(port)))
+        elif entry:
+            hosts.add(entry)
+    return frozenset(hosts), frozenset(exact)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--listen", default="0.0.0.0:3128")
-    parser.add_argument("--allow", required=True, help="comma-separated hosts, *.suffix allowed")
+    parser.add_argument(
+        "--allow", required=True, help="comma-separated hosts, *.suffix and host:port allowed"
+    )
     args = parser.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
-    server = BuildProxy((host, int(port)), Policy(parse_hosts(args.allow)))
+    hosts, exact = parse_entries(args.allow)
+    server = BuildProxy((host, int(port)), Policy(hosts, exact))
     print(f"examhall build proxy on {args.listen}, for {args.allow}", flush=True)
     server.serve_forever()
     return 0

@@ -11,10 +11,9 @@ byte cap, the addresses it refuses (service/launch/egress.py). Nothing here deci
 allowed, so nothing here can be talked into more: a process that bypasses the front reaches
 no network at all.
 
-Every connection ends as one lifecycle event of the supervisor's (`egress`), with the host,
-the phase, the answer, the bytes each way and, when the upstream broke the connection off
-(a reset, or silence past the control plane's timeout), how; up to MAX_RECORDED, past which
-one more event says how many went unlisted.
+Every connection is recorded by the control plane, which makes it (service/launch/
+egress.py): so a connection the sandbox could not report, cut when the trial passed its byte
+cap and its sandbox was stopped, is in the transcript as well.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ CHUNK = 64 * 1024  # bytes of one data line, before base64
 OPEN_WAIT_S = 60.0  # the control plane's answer to an open (its connect has 30 s)
 IDLE_S = 300.0  # a client that sends nothing for this long is closed
 MAX_CONNECTIONS = 64  # open at once, per front
-MAX_RECORDED = 500  # connections recorded as events, per trial
 PROXY_ENV = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
 NO_PROXY = "localhost,127.0.0.1,::1"
 
@@ -98,26 +96,19 @@ class _Connection:
     client: socket.socket
     opened: threading.Event = field(default_factory=threading.Event)
     error: str | None = None
-    sent: int = 0  # client -> upstream
-    received: int = 0  # upstream -> client
     upstream_done: bool = False
-    broken: str | None = None  # how the upstream broke off, per the control plane
 
 
 class EgressFront:
-    """The fronts of one trial. `send` writes one message to the control plane; `record`
-    adds one lifecycle detail to the transcript."""
+    """The fronts of one trial. `send` writes one message to the control plane."""
 
-    def __init__(self, send: Callable[[object], None], record: Callable[[str], None]) -> None:
+    def __init__(self, send: Callable[[object], None]) -> None:
         self._send = send
-        self._record = record
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._open: dict[int, _Connection] = {}
         self._listeners: dict[Phase, socket.socket] = {}
         self._slots: dict[Phase, threading.BoundedSemaphore] = {}
-        self._recorded = 0
-        self._unlisted = 0
 
     def listen(self, phase: Phase) -> int:
         """Start the front of `phase` on a loopback port of its own; the port."""
@@ -148,11 +139,9 @@ class EgressFront:
             self._finish(connection)
 
     def finish(self) -> None:
-        """Close everything and record how many connections went unlisted, if any."""
+        """Close everything."""
         for phase in list(self._listeners):
             self.stop(phase)
-        if self._unlisted:
-            self._record(f"{self._unlisted} more connections, not listed one by one")
 
     def on_message(self, message: dict[str, Any]) -> None:
         """A line of the control plane's for the front (FOR_FRONT)."""
@@ -168,15 +157,12 @@ class EgressFront:
             connection.opened.set()
         elif kind == "egress_data":
             data = base64.b64decode(str(message.get("data", "")))
-            connection.received += len(data)
             try:
                 connection.client.sendall(data)
             except OSError:
                 self._finish(connection)
         elif kind == "egress_close":
             connection.upstream_done = True
-            if message.get("error") is not None:
-                connection.broken = str(message["error"])[:300]
             connection.opened.set()  # a close before an answer is a refusal
             with contextlib.suppress(OSError):
                 connection.client.shutdown(socket.SHUT_WR)
@@ -240,7 +226,6 @@ class EgressFront:
     def _forward(self, connection: _Connection, data: bytes) -> None:
         for start in range(0, len(data), CHUNK):
             chunk = data[start : start + CHUNK]
-            connection.sent += len(chunk)
             self._send(EgressDataMessage(connection.id, base64.b64encode(chunk).decode()))
 
     def _finish(self, connection: _Connection) -> None:
@@ -251,17 +236,3 @@ class EgressFront:
             connection.client.close()
         with contextlib.suppress(OSError):
             self._send(EgressCloseMessage(connection.id))
-        answered = "refused: " + connection.error if connection.error else "allowed"
-        broken = f", cut: {connection.broken}" if connection.broken else ""
-        self._note(
-            f"{connection.phase} {connection.host}:{connection.port} {answered}, "
-            f"{connection.sent} bytes out, {connection.received} in{broken}"
-        )
-
-    def _note(self, detail: str) -> None:
-        with self._lock:
-            if self._recorded >= MAX_RECORDED:
-                self._unlisted += 1
-                return
-            self._recorded += 1
-        self._record(detail)

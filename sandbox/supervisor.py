@@ -341,9 +341,7 @@ def _hand_over(channel: Channel, to_child: _ChildInput, run: _Supervision) -> Ru
             # Only a trial with a way out imports one (sockets, threads of its own).
             from sandbox.egress import EgressFront, proxy_env
 
-            run.front = EgressFront(
-                run.channel.send, lambda detail: run.emit(LifecycleEvent("egress", detail))
-            )
+            run.front = EgressFront(run.channel.send)
             port = run.front.listen("agent")
             task = dataclasses.replace(task, env={**task.env, **proxy_env(port)})
         bare = dataclasses.replace(bare, task=task)

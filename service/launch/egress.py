@@ -5,10 +5,17 @@ their bytes over the channel.
 A connection is allowed when the job's policy names its host (on ports 80 and 443, or on the
 one port a `host:port` entry names) and, for a task that lists its own `allowed_hosts`, the
 task names it too. A name is resolved here, and one that resolves to an address the box keeps
-to itself (loopback, link-local and so a cloud's metadata endpoint) is refused, as the build
-proxy refuses it (sandbox/build_proxy.py); a `host:port` entry is the operator's own choice
-and reaches the address it names. Bytes both ways count against the trial's cap; past it
+to itself or that is not the public internet's (loopback, link-local and so a cloud's
+metadata endpoint, private, shared, reserved: sandbox/build_proxy.py refused_address) is
+refused, as the build proxy refuses it; a `host:port` entry is the operator's own choice and
+reaches the address it names. Bytes both ways count against the trial's cap; past it
 every connection is closed and the trial ends as `limit_exceeded`.
+
+Every connection is recorded here, where it is made, as one `egress` detail for the trial's
+transcript: the phase, host:port, the answer (allowed, or refused and why), the bytes each
+way and, when it was cut (the upstream broke off, or the trial passed its byte cap), how.
+The sandbox, which the cap stops, could not report the connections it cut. Past
+MAX_CONNECTIONS every open is refused, and those are counted in one last detail.
 
 Policies are the operator's (service/domain/egress.py).
 """
@@ -60,14 +67,11 @@ class TrialEgress:
             return [], f"{host[:80]!r} is not a host name"
         if self.task_hosts is not None and not Policy(self.task_hosts).allows_host(host):
             return [], f"{host} is not among the task's allowed_hosts"
-        if (host, port) in self.policy.exact:
-            try:
-                found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-                return list(dict.fromkeys(str(info[4][0]) for info in found)), None
-            except OSError as exc:
-                return [], f"{host} does not resolve ({exc})"
         named = Policy(
-            self.policy.hosts, who="this trial", source=f"egress policy {self.policy.name}"
+            self.policy.hosts,
+            self.policy.exact,
+            who="this trial",
+            source=f"egress policy {self.policy.name}",
         )
         return named.addresses(host, port)
 
@@ -75,17 +79,22 @@ class TrialEgress:
 @dataclass
 class _Upstream:
     sock: socket.socket
-    closed: bool = False
+    phase: str
+    where: str  # host:port, as the sandbox asked for it
+    sent: int = 0  # sandbox -> upstream
+    received: int = 0  # upstream -> sandbox
 
 
 @dataclass
 class EgressGate:
     """One trial's connections. `send` writes a message to the sandbox; `on_exceeded` is
-    told once, when the trial moves more than its bytes."""
+    told once, when the trial moves more than its bytes; `record` gets each connection's
+    detail when it ends (from the connections' threads)."""
 
     egress: TrialEgress
     send: Callable[[object], None]
     on_exceeded: Callable[[str], None]
+    record: Callable[[str], None] = lambda detail: None
     moved: int = 0
     exceeded: str | None = None
     opened: int = 0
@@ -112,6 +121,7 @@ class EgressGate:
         except (binascii.Error, ValueError):
             self._close(message.id, tell=True)
             return
+        upstream.sent += len(data)
         if not self._count(len(data)):
             return
         try:
@@ -119,12 +129,16 @@ class EgressGate:
         except OSError:
             self._close(message.id, tell=True)
 
-    def close(self) -> None:
-        """Close every connection (the trial is over)."""
+    def close(self, why: str | None = None) -> None:
+        """Close every connection: the trial is over, or `why` it was cut short."""
         with self._lock:
             ids = list(self._open)
         for ident in ids:
-            self._close(ident, tell=False)
+            self._close(ident, tell=False, error=why)
+        with self._lock:
+            over, self.opened = self.opened - MAX_CONNECTIONS, min(self.opened, MAX_CONNECTIONS)
+        if over > 0:
+            self.record(f"{over} more connections refused: more than {MAX_CONNECTIONS}")
 
     # -- internals
 
@@ -150,19 +164,24 @@ class EgressGate:
                 break
             except OSError as exc:
                 why = f"{message.host}:{message.port} could not be reached ({exc})"
+        where = f"{message.host[:200]}:{message.port}"
         if sock is None:
+            if not over:  # past the limit, counted in close()'s last detail instead
+                self.record(f"{message.phase} {where} refused: {why}, 0 bytes out, 0 in")
             self.send(EgressOpenedMessage(message.id, error=why or "refused"))
             return
         sock.settimeout(SEND_S)
+        upstream = _Upstream(sock, message.phase, where)
         with self._lock:
-            self._open[message.id] = _Upstream(sock)
+            self._open[message.id] = upstream
         self.send(EgressOpenedMessage(message.id))
-        self._pump(message.id, sock)
+        self._pump(message.id, upstream)
 
-    def _pump(self, ident: int, sock: socket.socket) -> None:
+    def _pump(self, ident: int, upstream: _Upstream) -> None:
         """Upstream to sandbox, until the upstream ends."""
         try:
-            while data := sock.recv(CHUNK):
+            while data := upstream.sock.recv(CHUNK):
+                upstream.received += len(data)
                 if not self._count(len(data)):
                     return
                 self.send(EgressDataMessage(ident, base64.b64encode(data).decode()))
@@ -183,7 +202,7 @@ class EgressGate:
                 f"The trial moved more than its {self.egress.max_bytes} bytes through egress "
                 f"policy {self.egress.policy.name}; its sandbox was stopped."
             )
-        self.close()
+        self.close(f"the trial passed its byte cap ({self.egress.max_bytes} bytes)")
         self.on_exceeded(self.exceeded)
         return False
 
@@ -194,6 +213,11 @@ class EgressGate:
             return
         with contextlib.suppress(OSError):
             upstream.sock.close()
+        cut = f", cut: {error[:300]}" if error else ""
+        self.record(
+            f"{upstream.phase} {upstream.where} allowed, {upstream.sent} bytes out, "
+            f"{upstream.received} in{cut}"
+        )
         if tell:
             with contextlib.suppress(OSError):
                 self.send(EgressCloseMessage(ident, error=error))

@@ -9,6 +9,7 @@ recorded on the run for `settle` to judge.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +22,13 @@ from sandbox.egress import (
     EgressOpenMessage,
 )
 from sandbox.graded import JudgeCallMessage
-from sandbox.protocol import MAX_LINE_BYTES, WorkerMessage, encode
+from sandbox.protocol import (
+    MAX_LINE_BYTES,
+    EventMessage,
+    LifecycleEvent,
+    WorkerMessage,
+    encode,
+)
 from sandbox.relay import ModelCallMessage, ModelReplyMessage, ReplyError
 from service.backends.base import Sandbox, SandboxError
 from service.launch.egress import EgressGate, TrialEgress
@@ -102,9 +109,21 @@ def converse(
         run.limit_exceeded = why
         sandbox.kill()
 
-    gate = EgressGate(egress, send, exceeded) if egress is not None else None
+    # The gate's records of its connections, written into the transcript by the thread that
+    # takes the worker's messages (the collector is not shared across threads).
+    records: queue.SimpleQueue[str] = queue.SimpleQueue()
+    gate = EgressGate(egress, send, exceeded, records.put) if egress is not None else None
+
+    def take_records() -> None:
+        while True:
+            try:
+                detail = records.get_nowait()
+            except queue.Empty:
+                return
+            on_message(EventMessage(0, LifecycleEvent(step="egress", detail=detail)))
 
     def on_line(line: bytes) -> None:
+        take_records()
         try:
             message = parse_worker_line(line)
         except ChannelError as exc:
@@ -169,6 +188,8 @@ def converse(
         sandbox.kill()
     if gate is not None:
         gate.close()
+        if not thread.is_alive():
+            take_records()
     channel.close()
     try:
         ended = sandbox.wait(WAIT_S)

@@ -440,7 +440,9 @@ def test_a_build_the_proxy_could_not_serve_is_the_boxs_fault_and_the_proxy_is_re
         builder = EnvironmentBuilder(
             DockerImageEngine(docker_client),
             sandbox_image=sandbox_image,
-            settings=Settings(debian_suite="bookworm", build_timeout_s=120, build_egress=address),
+            settings=Settings(
+                debian_suite="bookworm", build_timeout_s=120, build_egress=f"{address}:80"
+            ),
             repository=REPOSITORY,
         )
         fetch = f"import urllib.request; urllib.request.urlopen('http://{address}/', timeout=20)"

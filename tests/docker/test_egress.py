@@ -231,6 +231,13 @@ def test_the_byte_cap_ends_the_trial_as_limit_exceeded(
     assert (result.outcome, result.error_kind) == ("error", "limit_exceeded"), result
     assert "egress_bytes" in result.limits_hit
     assert f"more than its {BIG // 2} bytes" in (result.error_message or "")
+    # The connection the cap cut is recorded, by the control plane that cut it: the sandbox
+    # was stopped before it could say anything.
+    (line,) = egress_events(record)
+    assert line.startswith(f"agent 127.0.0.2:{allowed.port} allowed, "), line
+    assert line.endswith(f"cut: the trial passed its byte cap ({BIG // 2} bytes)"), line
+    received = int(re.search(r"bytes out, (\d+) in", line).group(1))  # type: ignore[union-attr]
+    assert received > BIG // 2, line
 
 
 def test_an_upstream_that_breaks_off_mid_body_fails_the_trial_and_is_recorded(

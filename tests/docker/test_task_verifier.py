@@ -123,7 +123,7 @@ def test_an_installed_agent_under_a_scripted_model_never_gets_the_solution(
     carries it, as this one does."""
     # It calls its model once through the relay, as an installed agent must, then looks.
     steal = (
-        "python3 -c \"import json, os, urllib.request as u; "
+        'python3 -c "import json, os, urllib.request as u; '
         "u.urlopen(u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
         "json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'hi'}]}).encode(), "
         "{'Content-Type': 'application/json', "

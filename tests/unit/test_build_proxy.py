@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from sandbox.build_proxy import BuildProxy, Policy, refused_address
+from sandbox.build_proxy import BuildProxy, Policy, parse_entries, refused_address
 
 
 class _Upstream(http.server.BaseHTTPRequestHandler):
@@ -45,10 +45,12 @@ def proxy(upstream: int) -> Iterator[Callable[..., tuple[int, list[str]]]]:
     def start(
         refuse: Callable[[str], bool] = lambda address: False,
         resolve: Callable[[str, int], list[str]] = lambda host, port: ["127.0.0.1"],
+        exact: frozenset[tuple[str, int]] = frozenset(),
     ) -> tuple[int, list[str]]:
         logged: list[str] = []
         policy = Policy(
             frozenset({"mirror.test", "*.pkgs.test"}),
+            exact,
             ports=frozenset({upstream}),
             resolve=resolve,
             refuse=refuse,
@@ -142,8 +144,43 @@ def test_a_listed_name_that_resolves_to_the_boxs_own_addresses_is_refused(
         ("169.254.169.254", True),
         ("0.0.0.0", True),
         ("224.0.0.1", True),
+        # Private, shared and reserved: the engine's bridge gateway reaches the host's
+        # services bound to 0.0.0.0, a LAN its neighbours, a carrier its own.
+        ("172.17.0.1", True),
+        ("10.0.0.8", True),
+        ("192.168.1.1", True),
+        ("100.64.0.1", True),
+        ("192.0.2.7", True),
+        ("198.18.0.1", True),
+        ("240.0.0.1", True),
+        ("fd00::1", True),
+        ("fe80::1", True),
+        ("::ffff:10.0.0.1", True),
         ("151.101.0.223", False),
+        ("2a04:4e42::223", False),
     ],
 )
 def test_which_addresses_are_the_boxs_own(address: str, refused: bool) -> None:
     assert refused_address(address) is refused
+
+
+def test_a_private_address_is_reached_only_when_the_operator_named_host_and_port(
+    proxy: Callable[..., tuple[int, list[str]]], upstream: int
+) -> None:
+    """A listed name that resolves to a private address (a hostile DNS answer, or the
+    bridge's gateway) is refused; the same server named as HOST:PORT is the operator's."""
+    private = lambda host, port: ["127.0.0.1"]  # noqa: E731 -- stands for 172.17.0.1
+    refuse = lambda address: address == "127.0.0.1" or refused_address(address)  # noqa: E731
+    port, _ = proxy(refuse=refuse, resolve=private)
+    answer = exchange(port, f"CONNECT mirror.test:{upstream} HTTP/1.1\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 403"), answer
+    assert f"named as mirror.test:{upstream}".encode() in answer, answer
+    port, _ = proxy(refuse=refuse, resolve=private, exact=frozenset({("mirror.test", upstream)}))
+    request = f"GET http://mirror.test:{upstream}/x HTTP/1.1\r\nHost: mirror.test\r\n\r\n"
+    assert b"path=/x" in exchange(port, request.encode())
+
+
+def test_allow_entries_are_names_and_host_ports() -> None:
+    hosts, exact = parse_entries("deb.debian.org, *.pypi.org,10.0.0.5:3141,Mirror.LAN.:8080,")
+    assert hosts == {"deb.debian.org", "*.pypi.org"}
+    assert exact == {("10.0.0.5", 3141), ("mirror.lan", 8080)}

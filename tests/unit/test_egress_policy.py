@@ -56,6 +56,19 @@ def test_what_a_trial_may_reach() -> None:
     assert "not among the task's allowed_hosts" in (narrowed.check("localhost", 8080)[1] or "")
 
 
+@pytest.mark.parametrize("address", ["172.17.0.1", "10.1.2.3", "192.168.0.10", "100.64.1.1"])
+def test_a_private_address_is_reached_only_as_the_host_port_the_operator_named(
+    address: str,
+) -> None:
+    """The engine's bridge gateway (172.17.0.1) reaches the host's services on 0.0.0.0; a
+    LAN's and a carrier's addresses are the box's neighbours: never reached by a name."""
+    policies = parse_policies(f"named={address};exact={address}:3141")
+    addresses, why = TrialEgress(policies["named"], None, 1).check(address, 80)
+    assert addresses == [] and "not the public internet's" in (why or ""), why
+    assert f"named as {address}:80 in egress policy named" in (why or "")
+    assert TrialEgress(policies["exact"], None, 1).check(address, 3141) == ([address], None)
+
+
 def test_a_trial_gets_egress_only_when_its_job_and_its_task_both_ask() -> None:
     policies = parse_policies("local=localhost:8080")
     assert trial_egress(policies, OFFLINE, "public", (), 10) is None
