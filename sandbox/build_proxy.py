@@ -5,11 +5,11 @@ build_network.py): the one address they can reach is this proxy's. It forwards p
 (absolute-form requests, as apt sends them through `http_proxy`) and `CONNECT` tunnels (as pip
 and curl use for HTTPS) to the named hosts the operator allows (EXAMHALL_BUILD_EGRESS), on
 ports 80 and 443 alone, and refuses everything else with a 403 that says why. A name is
-resolved here, and an address that is not the public internet's is refused whatever name led
-to it: loopback, link-local (and so a cloud's metadata endpoint), private (10/8, 172.16/12,
-192.168/16, fc00::/7, where the engine's bridge gateway reaches the host's own services),
-shared (100.64/10), reserved, unspecified and multicast; the whole of IANA's special-purpose
-registries. A `HOST:PORT` entry is the operator naming one server of its own network (a
+resolved here, and an address where the box's own or its neighbours' services are is refused
+whatever name led to it (refused_address): loopback, link-local (and so a cloud's metadata
+endpoint), private (10/8, 172.16/12, 192.168/16, fc00::/7, where the engine's bridge gateway
+reaches the host's own services), shared (100.64/10), unspecified, multicast and reserved.
+A `HOST:PORT` entry is the operator naming one server of its own network (a
 mirror on the LAN): it is reached on that port at whatever address it resolves to.
 
 Run in a container of the sandbox image (stdlib only):
@@ -42,13 +42,40 @@ def _resolve(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+# Where a box's own services and its neighbours' are reached: this host and "this network",
+# private networks (the engine's bridge gateway reaches the host's services bound to
+# 0.0.0.0), shared address space (a carrier's NAT), link-local (a cloud's metadata endpoint),
+# IETF protocol assignments, multicast, reserved and broadcast, and IPv6's equivalents.
+# Documentation and benchmarking ranges (192.0.2.0/24, 203.0.113.0/24, 198.18.0.0/15, ...) are
+# not among them: nothing on the internet is there, and a network's egress interceptor answers
+# public names with them (this project's CI machine answers 203.0.113.80 for every name).
+_BOX_NETWORKS = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.168.0.0/16",
+        "224.0.0.0/3",
+        "::/127",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
+
+
 def refused_address(address: str) -> bool:
-    """Whether `address` is not the public internet's (ipaddress's is_global: IANA's
-    special-purpose registries), so never reached by a name alone."""
+    """Whether `address` is where the box's own or its neighbours' services are (never a
+    package mirror), so never reached by a name alone."""
     ip = ipaddress.ip_address(address)
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    return not ip.is_global or ip.is_multicast
+    return any(ip in net for net in _BOX_NETWORKS if net.version == ip.version)
 
 
 @dataclass(frozen=True)
@@ -89,8 +116,8 @@ class Policy:
         allowed = [a for a in found if not self.refuse(a)]
         if not allowed:
             return [], (
-                f"{host} resolves only to addresses {self.who} may not reach ({found}): not the "
-                f"public internet's; a server of the box's own network is named as "
+                f"{host} resolves only to addresses {self.who} may not reach ({found}): the "
+                f"box's own or its network's; a server of the box's own network is named as "
                 f"{host}:{port} in {self.source}"
             )
         return allowed, None

@@ -272,9 +272,10 @@ class Settings(BaseSettings):
     build_egress: Stripped | None = Field(
         default=None,
         description="the hosts environment builds may fetch from through the build proxy, "
-        "comma-separated, *.domain for any name under one, on ports 80 and 443 and only at "
-        "public addresses; HOST:PORT for a server of the box's own network, reached as named "
-        "(default: Debian's, Ubuntu's and PyPI's, and the bootstrapped base's mirror)",
+        "comma-separated, *.domain for any name under one, on ports 80 and 443 and never at "
+        "an address of the box's own or its network's; HOST:PORT for a server of the box's "
+        "own network, reached as named (default: Debian's, Ubuntu's and PyPI's, and the "
+        "bootstrapped base's mirror)",
     )
     ca_bundle: Annotated[str | None, BeforeValidator(_ca_bundle)] = Field(
         default=None,

@@ -7,18 +7,15 @@ its solution is wrong, or it needs what examhall does not give: root, the networ
 passes with nop (its verifier checks nothing the agent did) would make any agent's score
 meaningless, so it is reported broken, with why and the trial to open.
 
-A task whose tests/test.sh runs a file from the agent's workspace (executes, sources or
-hands to an interpreter a path under the working directory) is warned about too: the
-verifier runs as root, so a reward the agent's file can write is no measurement. That scan
-is a heuristic over the script's text, neither complete nor proof.
+A task whose tests/test.sh runs a file from the agent's workspace, or git on the agent's
+repository, is warned about too (service/cli/verifier_scan.py): the verifier runs as root, so
+a reward the agent's file or its repository's configuration can write is no measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
-import shlex
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -45,123 +42,11 @@ from service.cli.task_verdicts import (
     last_attempts,
     verdict,
 )
+from service.cli.verifier_scan import workspace_findings
 from service.store.db import database_url
 from service.suites import SuiteError, shipped_dir
 from service.suites.archives import ArchiveError
 from service.suites.harbor import HarborTaskError, load_suite, read_tree, shipped_task_suites
-
-# Where an agent's files are when the task names no WORKDIR: Harbor's and examhall's.
-WORKSPACES = ("/app", "/workspace")
-_RUNNERS = {
-    "bash",
-    "sh",
-    "dash",
-    "zsh",
-    "source",
-    ".",
-    "exec",
-    "python",
-    "python3",
-    "node",
-    "perl",
-    "ruby",
-}
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)", re.MULTILINE | re.IGNORECASE)
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
-
-
-def task_workdirs(task_dir: Path) -> set[str]:
-    """The working directories a task's agent may write: its Dockerfile's WORKDIRs, and
-    the usual workspaces."""
-    found = set(WORKSPACES)
-    dockerfile = task_dir / "environment" / "Dockerfile"
-    if dockerfile.is_file():
-        text = dockerfile.read_text("utf-8", "replace")
-        found.update(m.rstrip("/") for m in _WORKDIR.findall(text))
-    return found
-
-
-def runs_agent_files(script: str, workdirs: set[str]) -> list[str]:
-    """Lines of a test.sh that look as if they run a file the agent can write: a path under
-    `workdirs`, or a relative one (the script starts in the working directory), executed,
-    sourced or given to an interpreter. A heuristic: a word-level reading of each line,
-    which misses indirection (variables, cd, eval) and may flag a file the task made."""
-    found = []
-    delimiter: str | None = None
-    for number, raw in enumerate(script.splitlines(), start=1):
-        if delimiter is not None:
-            # A here-document's body is a program's input (`python3 - <<'PY'`), not lines
-            # of the script.
-            if raw.strip() == delimiter:
-                delimiter = None
-            continue
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if heredoc := _HEREDOC.search(line):
-            delimiter = heredoc.group(2)
-        for command in re.split(r"&&|\|\||;|\|", line):
-            try:
-                words = shlex.split(command)
-            except ValueError:
-                words = command.split()
-            # Redirections are no operands: `python3 - <<'PY'` runs what its heredoc says.
-            words = [w for w in words if not re.match(r"^\d*[<>]", w)]
-            if words and words[0] in ("then", "else", "do", "if", "while", "!"):
-                words = words[1:]
-            # `reward=/logs/verifier/reward.txt` sets a variable; what follows such words, if
-            # anything, is the command.
-            while words and _ASSIGNMENT.match(words[0]):
-                words = words[1:]
-            if not words:
-                continue
-            target = None
-            if words[0] in _RUNNERS:
-                # The first operand that is not an option; `python3 -m x` runs a module.
-                rest = [w for w in words[1:] if not w.startswith("-")]
-                if "-m" in words[1:] or "-c" in words[1:] or not rest:
-                    continue
-                target = rest[0]
-            elif "/" in words[0]:
-                target = words[0]  # an executed path
-            if target is not None and _in_workspace(target, workdirs):
-                found.append(f"line {number}: {raw.strip()}")
-                break
-    return found
-
-
-def _in_workspace(path: str, workdirs: set[str]) -> bool:
-    if path.startswith(("$", "~", "/tests/", "/logs/", "/solution/")):
-        return False
-    if not path.startswith("/"):
-        return True  # relative: the script runs in the task's working directory
-    return any(path == w or path.startswith(f"{w}/") for w in workdirs)
-
-
-def workspace_findings(suite_dir: Path) -> dict[str, list[str]]:
-    """Task directory name -> a warning for each line of its test.sh that seems to run the
-    agent's files ("" for a directory that is one task itself)."""
-    tasks = (
-        [suite_dir]
-        if (suite_dir / "tests" / "test.sh").is_file()
-        else sorted(d for d in suite_dir.iterdir() if (d / "tests" / "test.sh").is_file())
-    )
-    found: dict[str, list[str]] = {}
-    for task in tasks:
-        script = (task / "tests" / "test.sh").read_text("utf-8", "replace")
-        for line in runs_agent_files(script, task_workdirs(task)):
-            found.setdefault("" if task == suite_dir else task.name, []).append(
-                f"warning: {task.name}: tests/test.sh runs a file in the agent's workspace as "
-                f"root ({line}); the agent can write the reward. Run only files from /tests "
-                f"(a heuristic scan of the script's text; check it by reading the script)"
-            )
-    return found
-
-
-def workspace_warnings(suite_dir: Path) -> list[str]:
-    """A warning for each task of a directory whose test.sh seems to run the agent's files."""
-    return [w for warnings in workspace_findings(suite_dir).values() for w in warnings]
 
 
 class CheckError(Exception):
@@ -457,7 +342,8 @@ EPILOG = """\
 verdicts: sound (passes with the oracle, fails with nop), broken (with its cause: does not
 load, build failed at step N, no reference solution, needs network, needs root, read-only
 file system, verifier error, fails with its reference solution, passes with nop), warning
-(sound, but tests/test.sh seems to run a file from the agent's workspace). A task that does
+(sound, but tests/test.sh seems to run what the agent controls as root: a file of its
+workspace, its package as a module, git on its repository). A task that does
 not load gets its row; the others run.
 
 exit status: 0 no task is broken (warnings may be listed), 1 some task is broken, 2 the

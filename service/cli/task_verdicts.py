@@ -386,7 +386,7 @@ def verdict(
             opened,
         )
     if warned:
-        return row("warning", "tests/test.sh runs a file from the agent's workspace", [], opened)
+        return row("warning", "tests/test.sh runs what the agent controls as root", [], opened)
     return row("sound", "passes with the oracle, fails with nop", [])
 
 

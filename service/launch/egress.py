@@ -5,10 +5,10 @@ their bytes over the channel.
 A connection is allowed when the job's policy names its host (on ports 80 and 443, or on the
 one port a `host:port` entry names) and, for a task that lists its own `allowed_hosts`, the
 task names it too. A name is resolved here, and one that resolves to an address the box keeps
-to itself or that is not the public internet's (loopback, link-local and so a cloud's
-metadata endpoint, private, shared, reserved: sandbox/build_proxy.py refused_address) is
-refused, as the build proxy refuses it; a `host:port` entry is the operator's own choice and
-reaches the address it names. Bytes both ways count against the trial's cap; past it
+to itself or its network's (loopback, link-local and so a cloud's metadata endpoint,
+private, shared, reserved: sandbox/build_proxy.py refused_address) is refused, as the build
+proxy refuses it; a `host:port` entry is the operator's own choice and reaches the address
+it names. Bytes both ways count against the trial's cap; past it
 every connection is closed and the trial ends as `limit_exceeded`.
 
 Every connection is recorded here, where it is made, as one `egress` detail for the trial's

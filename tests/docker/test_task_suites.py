@@ -140,6 +140,34 @@ def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_
     assert "Temporary failure in name resolution" in row["detail"], row["detail"]
 
 
+def test_the_agents_repository_configuration_never_runs_in_the_git_verifier(
+    start_server: Callable[..., Server],
+) -> None:
+    """The shipped git-commit task (its environment cached by the test above), solved right
+    by an oracle that also sets core.fsmonitor, a command git runs on `status`: its verifier
+    reads a copy of .git with a configuration of its own, so the agent's command never runs
+    as root. (Reading /app's .git itself, as the task's verifier did, ran it.)"""
+    task = DEMO / "git-commit"
+    files = {
+        f"git-commit/{path.relative_to(task)}": path.read_bytes()
+        for path in task.rglob("*")
+        if path.is_file()
+    }
+    files["git-commit/solution/solve.sh"] += (
+        b"git config core.fsmonitor 'echo PWNED-AS-UID-$(id -u) >&2; false'\n"
+    )
+    server = start_server()
+    created = server.submit(
+        suite=upload(server, files, "fsmonitor"), variants={"oracle": {"agent": "oracle"}}
+    )
+    job = server.wait(created["id"], timeout=BUILD_TIMEOUT_S)
+    assert job["error"] is None, job["error"]
+    (trial,) = server.http.get(f"/v1/jobs/{created['id']}/trials").json()
+    log = server.http.get(f"/v1/trials/{trial['id']}/artifacts/verifier.log").text
+    assert trial["outcome"] == "passed", (trial, log)
+    assert "PWNED" not in log, log
+
+
 def tar_of(files: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

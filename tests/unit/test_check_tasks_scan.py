@@ -1,10 +1,11 @@
-"""check-tasks' scan of a task's test.sh for files it runs from the agent's workspace."""
+"""check-tasks' scan of a task's test.sh for what it runs of the agent's as root: files of its
+workspace, its package as a module, and git on its repository."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from service.cli.check_tasks import runs_agent_files, workspace_warnings
+from service.cli.verifier_scan import runs_agent_files, runs_git, workspace_warnings
 
 COOKBOOK = Path(__file__).parent.parent / "fixtures" / "harbor_cookbook"
 WORKDIRS = {"/app", "/workspace", "/srv/task"}
@@ -73,3 +74,32 @@ def test_a_here_documents_body_is_input_not_lines_of_the_script() -> None:
         "bash run.sh\n"
     )
     assert [line.split(":")[0] for line in runs_agent_files(script, WORKDIRS)] == ["line 8"]
+
+
+def test_git_on_the_agents_repository_is_found_and_a_copy_with_a_config_of_ours_is_not() -> None:
+    script = (
+        "count=$(git log -1 --format=%s)\n"
+        '[ -z "$(git -C /app status --porcelain)" ] || exit 1\n'
+        "git_app() { git -c safe.directory='*' -C /app \"$@\"; }\n"
+        "git --git-dir=/tmp/copy.git --work-tree=/app status\n"
+        "GIT_DIR=$copy git log\n"
+        "git -C /tmp/clone log\n"
+        "if git diff --quiet; then echo same; fi\n"
+    )
+    lines = [line.split(":")[0] for line in runs_git(script, WORKDIRS)]
+    assert lines == ["line 1", "line 2", "line 3", "line 7"]
+
+
+def test_the_shipped_git_verifier_reads_a_copy_of_the_repository() -> None:
+    shipped = Path(__file__).parent.parent.parent / "evals" / "harbor_demo" / "git-commit"
+    assert runs_git((shipped / "tests" / "test.sh").read_text(), WORKDIRS) == []
+
+
+def test_a_module_of_the_agents_is_found_and_the_tools_and_the_standard_library_are_not() -> None:
+    script = (
+        "python3 -m pytest /tests/test_outputs.py\n"
+        "python3 -m json.tool out.json\n"
+        "got=$(cd /app && python3 -m tally /tmp/words.txt)\n"
+        "uv run python -m unittest discover /tests\n"
+    )
+    assert [line.split(":")[0] for line in runs_agent_files(script, WORKDIRS)] == ["line 3"]

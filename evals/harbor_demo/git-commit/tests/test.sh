@@ -13,10 +13,15 @@ fail() {
     exit 0
 }
 
-# /app belongs to the agent's user: tell git that reading it as root is intended.
-git_app() { git -c safe.directory='*' -C /app "$@"; }
-
 [ -d /app/.git ] || fail "/app is not a git repository"
+# git runs what a repository's own configuration names (core.fsmonitor on status, hooks,
+# pagers, filter drivers), and this script runs as root: read a copy of the agent's .git
+# with a configuration of ours, never the agent's.
+copy=$(mktemp -d)
+cp -R /app/.git/. "$copy/" || fail "/app/.git cannot be read"
+rm -rf "$copy/hooks" "$copy/config"  # a link the agent planted is removed, never written through
+printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n' > "$copy/config"
+git_app() { git --git-dir="$copy" --work-tree=/app -c safe.directory='*' "$@"; }
 count=$(git_app rev-list --count HEAD 2>/dev/null) || fail "the repository has no commit"
 [ "$count" = 1 ] || fail "expected exactly one commit, found $count"
 message=$(git_app log -1 --format=%s)
