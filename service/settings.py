@@ -235,7 +235,10 @@ class Settings(BaseSettings):
         "past it the least recently used are removed (unset: no limit)",
     )
     build_concurrency: PositiveInt = Field(
-        default=1, description="environment image builds at once in one control plane"
+        default=2,
+        description="environment image builds at once in one control plane, shared by the "
+        "teams building by their shares (a team's queue of builds holds another team's for "
+        "one build's turn at most)",
     )
     build_timeout_s: float = Field(
         default=1800.0,

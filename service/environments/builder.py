@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from service.environments.build_slots import NO_LANE, Lane, build_slots
 from service.environments.dockerfile import rewrite_images
 from service.environments.errors import BoxFault, EnvironmentBuildError, EnvironmentProblem
 from service.environments.hashing import environment_digest
@@ -78,19 +79,6 @@ class _Prepared:
     digest: str
 
 
-_slots_lock = threading.Lock()
-_slots: threading.BoundedSemaphore | None = None
-
-
-def build_slots(settings: Settings) -> threading.BoundedSemaphore:
-    """The process's cap on builds at once (EXAMHALL_BUILD_CONCURRENCY at first use)."""
-    global _slots
-    with _slots_lock:
-        if _slots is None:
-            _slots = threading.BoundedSemaphore(settings.build_concurrency)
-        return _slots
-
-
 class EnvironmentBuilder:
     def __init__(
         self,
@@ -132,9 +120,11 @@ class EnvironmentBuilder:
         source: EnvironmentSource,
         progress: Progress,
         cancel: threading.Event | None = None,
+        lane: Lane = NO_LANE,
     ) -> BuiltEnvironment:
         """The environment, built unless it is already; EnvironmentBuildError if it cannot
-        be, or if `cancel` is set before it is."""
+        be, or if `cancel` is set before it is. `lane`: whose build it is, for its turn at
+        the box's build slots (service/environments/build_slots.py)."""
         prepared = self._prepare(source, bootstrap=progress)
         found = self._lookup(prepared.digest)
         if found is not None:
@@ -152,7 +142,7 @@ class EnvironmentBuilder:
         if source.build_timeout_s is not None:
             timeout = min(timeout, source.build_timeout_s)
         deadline = time.monotonic() + timeout
-        with self._slot(source, settings, progress):
+        with self._slot(settings, progress, lane, cancel):
             # Another thread may have built it while this one waited for the slot.
             found = self._lookup(prepared.digest)
             if found is not None:
@@ -207,16 +197,20 @@ class EnvironmentBuilder:
 
     @contextmanager
     def _slot(
-        self, source: EnvironmentSource, settings: Settings, progress: Progress
+        self, settings: Settings, progress: Progress, lane: Lane, cancel: threading.Event | None
     ) -> Iterator[None]:
-        slots = build_slots(settings)
-        if not slots.acquire(blocking=False):
-            progress(f"Waiting for a build slot ({env_name('build_concurrency')})...")
-            slots.acquire()
+        slots = build_slots(settings.build_concurrency)
+        if not slots.try_acquire(lane):
+            progress(
+                f"Waiting for a build slot ({env_name('build_concurrency')}: "
+                f"{settings.build_concurrency}, shared by the teams building)..."
+            )
+            if not slots.acquire(lane, cancel):
+                raise EnvironmentBuildError("The build was cancelled before it started.")
         try:
             yield
         finally:
-            slots.release()
+            slots.release(lane)
 
     def _prepare(self, source: EnvironmentSource, *, bootstrap: Progress | None) -> _Prepared:
         settings = self.settings

@@ -42,13 +42,14 @@ from service.environments import (
     dockerfile_source,
     ensure_agent_layer,
 )
+from service.environments.build_slots import NO_LANE, Lane
 from service.environments.cache import ImageCache
 from service.owners import owner_gone
 from service.scheduler.build_progress import WRITE_EVERY_S, BuildProgress
 from service.store import environments as builds
 from service.store.failures import store_fault
 from service.store.jobs import Unbuilt, building_jobs, fail_job, start_built_job
-from service.store.models import Job
+from service.store.models import Job, Team
 from service.store.planes import live_planes, plane_owners
 from service.suite_resolver import stored
 from service.suites import SuiteError
@@ -60,6 +61,8 @@ _STEP = re.compile(r"Step \d+/\d+")
 POLL_S = 2.0
 # How often the image cache is measured and kept under its limit, besides after each job.
 COLLECT_S = 300.0
+# A job's builds that wait at the box's build slots at once (a thread each).
+MAX_WAITING_BUILDS = 16
 # Faults of ours in preparing one job (the store, the engine) before it is ended with them.
 MAX_FAULTS = 3
 
@@ -229,6 +232,8 @@ class EnvironmentPreparer:
                 return self._fail(job_id, "Direct credentials cannot run in a built image.")
             # What an earlier try at this job (one a fault of ours ended) already told.
             told = dict(job.builds or {})
+            team = session.get(Team, job.team_id) if job.team_id is not None else None
+            lane = Lane(job.team_id, (team.share or 1) if team is not None else 1)
             try:
                 sources = self._sources(session, job, spec)
             except (SuiteError, EnvironmentProblem) as exc:
@@ -248,7 +253,7 @@ class EnvironmentPreparer:
             agents=[f"agent {variant}" for variant in installing],
         )
         with progress.ticking():
-            built = self._build_all(job_id, spec.cases, sources, stop, progress)
+            built = self._build_all(job_id, spec.cases, sources, stop, progress, lane)
             if built is None:
                 return False  # cancelled meanwhile, or planned by another plane
             unbuilt = {case: why for case, why in built.items() if isinstance(why, Unbuilt)}
@@ -319,11 +324,12 @@ class EnvironmentPreparer:
         sources: dict[str, EnvironmentSource],
         stop: threading.Event,
         progress: BuildProgress,
+        lane: Lane,
     ) -> dict[str, BuiltEnvironment | Unbuilt] | None:
         """Each case's environment, built side by side up to the box's build cap (the
-        builder's slots), or why it did not build; None when the job stopped building
-        (cancelled, or planned by another plane) meanwhile. The results do not depend on
-        the order the builds end in."""
+        builder's slots, taken in the team's `lane`), or why it did not build; None when the
+        job stopped building (cancelled, or planned by another plane) meanwhile. The results
+        do not depend on the order the builds end in."""
         mine = [case for case in cases if case in sources]
         progress.write(force=True)
         if not mine:
@@ -331,7 +337,9 @@ class EnvironmentPreparer:
 
         def one(case: str) -> BuiltEnvironment | Unbuilt:
             try:
-                built = self._build(sources[case], stop, lambda line: progress.line(case, line))
+                built = self._build(
+                    sources[case], stop, lambda line: progress.line(case, line), lane
+                )
             except EnvironmentBuildError as exc:
                 step = _step_number(exc.step)
                 progress.end(case, failed=True, failed_step=step)
@@ -343,7 +351,9 @@ class EnvironmentPreparer:
             self._hold(job_id, built.ref)  # kept by the image cache from now on
             return built
 
-        workers = max(1, min(len(mine), self.builder.settings.build_concurrency))
+        # Every build of the job waits at the box's slots (up to a bound on threads), so that
+        # the slots, not this pool, decide whose build goes next (build_slots.py).
+        workers = max(1, min(len(mine), MAX_WAITING_BUILDS))
         with ThreadPoolExecutor(workers, thread_name_prefix=f"examhall-build-{job_id}") as pool:
             futures = {case: pool.submit(one, case) for case in mine}
             pending: set[Future[BuiltEnvironment | Unbuilt]] = set(futures.values())
@@ -389,6 +399,7 @@ class EnvironmentPreparer:
         source: EnvironmentSource,
         cancel: threading.Event | None,
         progress: Callable[[str], None] | None = None,
+        lane: Lane = NO_LANE,
     ) -> BuiltEnvironment:
         content_hash = self.builder.content_hash(source)
         try:
@@ -404,7 +415,7 @@ class EnvironmentPreparer:
                 progress(line)
 
         try:
-            built = self.builder.build(source, told, cancel)
+            built = self.builder.build(source, told, cancel, lane)
         except EnvironmentBuildError as exc:
             with self.sessions.begin() as session:
                 builds.failed(session, content_hash, exc.log or "\n".join(lines))

@@ -103,3 +103,62 @@ def test_a_hanging_build_holds_no_other_teams_job_and_stops_on_cancel(
         assert time.monotonic() < deadline, "the cancelled build's container is still there"
         time.sleep(0.2)
     server.wait(again["id"])
+
+
+def test_a_teams_queue_of_builds_holds_another_teams_build_for_one_turn(
+    start_server: Callable[..., Server],
+    docker_client: docker.DockerClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One build slot; one team's job of two slow builds, then another team's job of one
+    quick build while the first slow one runs: the quick one is built next, before the slow
+    team's second, however long that team's queue (service/environments/build_slots.py)."""
+    monkeypatch.setenv("EXAMHALL_BUILD_CONCURRENCY", "1")
+    server = start_server()
+    slow = server.as_team(server.team_token(f"slow-{RUN}"))
+    quick = server.as_team(server.team_token(f"quick-{RUN}"))
+    steps = {name: f"examhall-turn-{name}-{RUN}" for name in ("one", "two", "quick")}
+    files = {}
+    for name in ("one", "two"):
+        dockerfile = f"FROM debian:bookworm-slim\nRUN sleep 8 && echo {steps[name]}\n"
+        files |= {
+            f"{name}/task.toml": b"[verifier]\ntimeout_sec = 30\n",
+            f"{name}/instruction.md": b"Nothing to do.",
+            f"{name}/tests/test.sh": b"echo 0 > /logs/verifier/reward.txt\n",
+            f"{name}/environment/Dockerfile": dockerfile.encode(),
+        }
+    uploaded = slow.post(
+        "/v1/suites?name=slow", content=tar_of(files), headers={"Content-Type": "application/gzip"}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    slow_job = slow.post(
+        "/v1/jobs", json={"suite": uploaded.json()["id"], "variants": {"nop": {"agent": "nop"}}}
+    ).json()
+
+    started: dict[str, float] = {}
+
+    def look() -> None:
+        for container in docker_client.containers.list(all=True, ignore_removed=True):
+            command = " ".join(container.attrs["Config"].get("Cmd") or [])
+            for name, marker in steps.items():
+                if marker in command:
+                    started.setdefault(name, time.monotonic())
+
+    deadline = time.monotonic() + 120
+    while len(started) < 1:
+        assert time.monotonic() < deadline, "the slow team's first build never started"
+        look()
+        time.sleep(0.1)
+    quick_job = submit(quick, f"FROM debian:bookworm-slim\nRUN echo {steps['quick']}\n", "quick")
+    deadline = time.monotonic() + 180
+    while len(started) < 3:
+        assert time.monotonic() < deadline, f"builds never started: {started}"
+        look()
+        time.sleep(0.1)
+    first = min(started, key=started.__getitem__)
+    assert first in ("one", "two")
+    second = sorted(started, key=started.__getitem__)[1]
+    assert second == "quick", started
+    for client, job in ((quick, quick_job), (slow, slow_job)):
+        server.wait(job["id"], timeout=300)
+        client.close()
