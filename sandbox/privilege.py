@@ -100,18 +100,39 @@ def has_bounding_capability(number: int) -> bool:
     return bool(bounding_capabilities() >> number & 1)
 
 
+# /proc/self/uid_map of a process in the host's own user namespace: every uid, as itself.
+_INITIAL_UID_MAP = ["0", "0", "4294967295"]
+
+
+def in_user_namespace(uid_map: str | None = None) -> bool:
+    """Whether this process runs in a user namespace of its own, as a container does under
+    an engine with `userns-remap`: its root is an unprivileged uid of the host, and its
+    capabilities hold only over what that namespace owns."""
+    if uid_map is None:
+        with open("/proc/self/uid_map") as handle:
+            uid_map = handle.read()
+    return uid_map.split() != _INITIAL_UID_MAP
+
+
 def protect_from_oom() -> str | None:
     """Exempt this process from the OOM killer (as root, before the drop), and verify it:
     the agent's memory hog must be what the kernel kills, never the harness that reports it.
 
-    That needs CAP_SYS_RESOURCE, which the backend grants where the engine can. Without it
-    in the container at all, this returns why the exemption is unavailable; with it, any
-    failure raises PrivilegeError."""
+    That needs CAP_SYS_RESOURCE in the host's user namespace, which the backend grants where
+    the engine can. Without it (not in the container's set, or the container in a user
+    namespace of its own, where the kernel refuses the write) this returns why the exemption
+    is unavailable; with it, any failure raises PrivilegeError."""
     if not has_bounding_capability(CAP_SYS_RESOURCE):
         return (
             "the container lacks CAP_SYS_RESOURCE (the engine could not grant it), so the "
             "worker cannot be exempted from the OOM killer; a kill for memory still ends the "
             "trial as limit_exceeded"
+        )
+    if in_user_namespace():
+        return (
+            "the container runs in a user namespace of its own (the engine's userns-remap), "
+            "where no capability may lower an OOM score, so the worker cannot be exempted "
+            "from the OOM killer; a kill for memory still ends the trial as limit_exceeded"
         )
     try:
         set_oom_score_adj(OOM_EXEMPT)
