@@ -8,6 +8,7 @@ planes, and a cached environment costs a trial's start a few engine lookups at m
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import threading
 import time
@@ -52,6 +53,8 @@ from service.images.wheels import download_wheels
 from service.settings import Settings, env_name, get_settings
 
 ENV_REPO = "examhall/env"
+# The tag of a failed build's steps before the step that failed: `<hash12>-resume`.
+RESUME_SUFFIX = "-resume"
 NAME_LABEL = "examhall.environment"
 # The first line of every build that runs steps (a cached environment prints none): a job's
 # build progress starts a task's clock at it (service/scheduler/build_progress.py).
@@ -320,6 +323,9 @@ class EnvironmentBuilder:
             line = f"{image.reference} is {image.image_id} ({named})"
             log.add(line)
             progress(line)
+        # Where a failed step leaves the steps before it, for the next build to resume from:
+        # in the environments' repository, so the image cache keeps it under its limit.
+        resume = f"{self.repository}:{prepared.digest[:12]}{RESUME_SUFFIX}"
         try:
             files = dict(prepared.files)
             if source.declarative is not None and source.declarative.pip:
@@ -339,6 +345,7 @@ class EnvironmentBuilder:
                 progress=progress,
                 log=log,
                 cancel=cancel,
+                keep_as=resume,
             )
             progress(f"Adding examhall's worker to the environment of {source.name}...")
             task = check_image(
@@ -398,6 +405,8 @@ class EnvironmentBuilder:
                 log=log.text(),
                 step=log.step,
             ) from exc
+        with contextlib.suppress(EngineError):
+            self.engine.remove_image(resume)  # an earlier failure's steps: under ref's now
         progress(f"Built {ref} in {time.monotonic() - started:.1f} s.")
         return BuiltEnvironment(ref, image_id, prepared.digest, task.workdir, built_now=True)
 

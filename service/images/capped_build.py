@@ -88,6 +88,7 @@ class BuildError(Exception):
         timed_out: bool = False,
         cancelled: bool = False,
         over_disk: bool = False,
+        step_failed: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -95,6 +96,8 @@ class BuildError(Exception):
         self.timed_out = timed_out
         self.cancelled = cancelled
         self.over_disk = over_disk
+        # A step's own command failed (the engine said so), not the build stopped by us.
+        self.step_failed = step_failed
 
 
 class _Stream:
@@ -184,10 +187,13 @@ def run_build(
     progress: Progress,
     log: BuildLog,
     cancel: threading.Event | None = None,
+    keep_as: str | None = None,
 ) -> str:
     """Build the context `tarball` (never pulling) and return the new image's id. Past the
-    deadline or the disk cap, or on `cancel`, the build is abandoned; either way a build that
-    fails leaves no image of its own behind (`remove_layers`)."""
+    deadline or the disk cap, or on `cancel`, the build is abandoned and leaves no image of
+    its own behind (`remove_layers`); so does a failed step, unless `keep_as` is given: the
+    steps before it are then kept, the last one tagged `keep_as`, and the next build of the
+    same steps starts after them (the engine's cache)."""
     with build_pen(
         client,
         limits.pen_image,
@@ -211,7 +217,7 @@ def run_build(
             "cpushares": limits.cpu_shares,
             "cgroupparent": pen.parent,
         }
-        return _build(client, tarball, params, limits, timeout_s, progress, log, cancel)
+        return _build(client, tarball, params, limits, timeout_s, progress, log, cancel, keep_as)
 
 
 def _build(
@@ -223,6 +229,7 @@ def _build(
     progress: Progress,
     log: BuildLog,
     cancel: threading.Event | None,
+    keep_as: str | None = None,
 ) -> str:
     api: Any = client.api
     stream = _Stream(api)
@@ -273,7 +280,7 @@ def _build(
                 detail = chunk.get("errorDetail") or {}
                 message = str(chunk.get("error") or detail.get("message") or chunk).strip()
                 log.add(message)
-                raise BuildError(message, log)
+                raise BuildError(message, log, step_failed=True)
         if stream.stopped:
             raise _abandoned(stream, timeout_s, limits, log)
         if image_id is None:
@@ -288,7 +295,15 @@ def _build(
         raise BuildError(str(exc), log) from exc
     except BaseException as exc:
         done.set()
-        remove_layers(client, log)
+        kept = (
+            keep_as is not None
+            and isinstance(exc, BuildError)
+            and exc.step_failed
+            and not stream.stopped
+            and keep_layers(client, log, keep_as)
+        )
+        if not kept:
+            remove_layers(client, log)
         # The shut-down connection surfaces as whatever urllib3 makes of it; an error the
         # engine printed as the connection went is the stop's, not the step's.
         if stream.stopped:
@@ -326,6 +341,26 @@ def remove_layers(client: docker.DockerClient, log: BuildLog) -> None:
     for layer in reversed(log.layers):
         if layer not in log.bases:
             _remove_layer(client, layer)
+
+
+def keep_layers(client: docker.DockerClient, log: BuildLog, tag: str) -> bool:
+    """Tag the last step image the build made `tag`, so that it and the steps under it stay
+    (and the engine's cache resumes after them); False when it made none past its base, or
+    the engine would not tag it."""
+    made = [layer for layer in log.layers if layer not in log.bases]
+    if not made:
+        return False
+    repository, _, name = tag.rpartition(":")
+    try:
+        client.images.get(made[-1]).tag(repository, name)
+    except docker.errors.DockerException:
+        return False
+    for container in log.containers:
+        with contextlib.suppress(docker.errors.NotFound):
+            client.api.remove_container(container, force=True)
+    log.add(f"(the steps before the one that failed are kept as {tag}: the next build of this "
+            "environment starts after them)")  # fmt: skip
+    return True
 
 
 def _remove_layer(client: docker.DockerClient, layer: str) -> None:

@@ -115,6 +115,7 @@ class DockerImageEngine:
         progress: Progress,
         log: BuildLog,
         cancel: threading.Event | None = None,
+        keep_as: str | None = None,
     ) -> str:
         with _engine_errors():
             return run_build(
@@ -128,6 +129,7 @@ class DockerImageEngine:
                 progress=progress,
                 log=log,
                 cancel=cancel,
+                keep_as=keep_as,
             )
 
     def discard_build(self, log: BuildLog) -> None:

@@ -106,9 +106,12 @@ class ImageEngine(Protocol):
         progress: Progress,
         log: BuildLog,
         cancel: threading.Event | None = None,
+        keep_as: str | None = None,
     ) -> str:
         """Build the context `tarball` under `limits` without pulling; the new image's id.
-        BuildError if it fails, leaving none of its layers behind."""
+        BuildError if it fails, leaving none of its layers behind; but for a step whose own
+        command failed, with `keep_as`, the steps before it stay, the last tagged `keep_as`,
+        so that the next build of them resumes there."""
 
     def discard_build(self, log: BuildLog) -> None:
         """Remove what the builds that wrote `log` left (their images and containers)."""

@@ -1,8 +1,8 @@
 """A team's build, as a hostile team would write it, on the real engine: it cannot name another
 team's image however it spells it, cannot make the engine fetch from the host's network,
 runs every probe of its image under the build's caps and deadline, holds all its RUN steps
-to one pids cap and its layers to a disk cap, stops on a cancel, and leaves no layer when it
-fails.
+to one pids cap and its layers to a disk cap, stops on a cancel and leaves no layer then,
+and keeps the steps before a step that failed for the next build to resume after.
 
 The victim is an environment of this run's own repository holding a root-only secret; every
 image made here is tagged in that repository or removed by id, and every source carries the
@@ -32,6 +32,7 @@ from service.environments import (
     EnvironmentSource,
     dockerfile_source,
 )
+from service.environments.builder import RESUME_SUFFIX
 from service.images.build_network import PROXY
 from service.images.build_pen import PEN_LABEL, build_pen, pens_possible
 from service.images.capped import (
@@ -285,13 +286,30 @@ def assert_no_layer_left(error: EnvironmentBuildError, client: docker.DockerClie
             client.images.get(layer)
 
 
-def test_a_failed_or_cancelled_build_leaves_no_layer(
+def test_a_failed_step_keeps_the_steps_before_it_and_a_cancelled_build_leaves_no_layer(
     builder: EnvironmentBuilder, docker_client: docker.DockerClient
 ) -> None:
     failing = f"FROM {DEBIAN}\nRUN head -c 8m /dev/urandom > /big-{RUN}\nRUN exit 3"
     with pytest.raises(EnvironmentBuildError, match="non-zero code: 3") as caught:
         builder.build(source("fails", failing), lambda _: None)
-    assert_no_layer_left(caught.value, docker_client)
+    # The step that succeeded is kept, tagged for the next build to resume after it...
+    kept = [t for i in docker_client.images.list(name=REPOSITORY) for t in i.tags]
+    resume = [t for t in kept if t.endswith(RESUME_SUFFIX)]
+    assert len(resume) == 1, kept
+    assert "are kept as" in (caught.value.log or "")
+    again: list[str] = []
+    with pytest.raises(EnvironmentBuildError, match="non-zero code: 3"):
+        builder.build(source("fails", failing), again.append)
+    # ...and the next build of it starts after that step (the engine's cache), not from FROM.
+    assert any("Using cache" in line for line in again), again
+    # Fixed, it builds on the kept step, and the resume tag goes.
+    fixed = failing.replace("RUN exit 3", "RUN true")
+    built: list[str] = []
+    builder.build(source("fails", fixed), built.append)
+    assert any("Using cache" in line for line in built), built
+    left = [t for i in docker_client.images.list(name=REPOSITORY) for t in i.tags]
+    assert resume[0] in left  # the failing version's own tag: the image cache ages it out
+    docker_client.images.remove(resume[0])
 
     cancel = threading.Event()
     running: list[str] = []  # cancelled in the last step, once the one before it is a layer
