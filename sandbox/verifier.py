@@ -291,7 +291,12 @@ def run(
         raise NoReward(f"The verifier ran past its {timeout_s:g} s timeout.")
     reward = read_reward()
     score = reward["reward"] if "reward" in reward else sum(reward.values()) / len(reward)
-    shown = ", ".join(f"{k}={v:g}" for k, v in reward.items())
+    # reward.txt's one number is `reward` itself: shown as the number, not `reward=...`.
+    shown = (
+        f"{reward['reward']:g}"
+        if list(reward) == ["reward"]
+        else ", ".join(f"{k}={v:g}" for k, v in reward.items())
+    )
     took = time.monotonic() - started
     how = "strict verifier" if strict else "verifier"
     detail = f"reward {shown} ({how}: test.sh exited {code} after {took:.1f} s)"

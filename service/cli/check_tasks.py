@@ -49,6 +49,10 @@ from service.suites.archives import ArchiveError
 from service.suites.harbor import HarborTaskError, load_suite, read_tree, shipped_task_suites
 
 
+def _tasks(count: int) -> str:
+    return "1 task" if count == 1 else f"{count} tasks"
+
+
 class CheckError(Exception):
     """Input check-tasks cannot run: the message says what to change."""
 
@@ -185,7 +189,7 @@ def run_jobs(
             return checked
         print(
             f"examhall: the environment of task {failure.task} did not build; checking the "
-            f"other {len(cases)} task(s) in a new job.",
+            f"other {_tasks(len(cases))} in a new job.",
             file=sys.stderr,
         )
 
@@ -251,7 +255,7 @@ def render(results: list[TaskVerdict]) -> str:
         lines += [f"    {line}" for line in r.detail.splitlines() if r.verdict != "sound"]
     broken = [r.task for r in results if r.verdict == "broken"]
     lines.append(
-        f"{len(broken)} of {len(results)} task(s) broken"
+        f"{len(broken)} of {_tasks(len(results))} broken"
         + (f": {', '.join(broken)}" if broken else "")
     )
     return "\n".join(lines) + "\n"

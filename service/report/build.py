@@ -190,6 +190,10 @@ def _view(metric: Metric) -> MetricView:
     )
 
 
+def _tasks(count: int) -> str:
+    return "1 task" if count == 1 else f"{count} tasks"
+
+
 def build_report(
     job: JobFacts,
     trials: Sequence[TrialFacts] | Columns,
@@ -286,23 +290,24 @@ def build_report(
     if job.networks:
         wanted = ", ".join(case for case, _ in job.networks)
         notes.append(
-            f"{len(job.networks)} task(s) asked for a network and ran offline: {wanted}. "
+            f"{_tasks(len(job.networks))} asked for a network and ran offline: {wanted}. "
             "Harbor would run them online; one that needs the network fails here (the record "
             "says what each asked for)."
             if job.egress == OFFLINE
-            else f"{len(job.networks)} task(s) asked for a network and ran under egress policy "
+            else f"{_tasks(len(job.networks))} asked for a network and ran under egress policy "
             f"{job.egress}: {wanted}. Each connection is in the trial's events."
         )
     if job.unbuilt:
         unbuilt_names = ", ".join(case for case, _, _ in job.unbuilt)
         notes.append(
-            f"{len(job.unbuilt)} task(s) did not run, their environment did not build: "
+            f"{_tasks(len(job.unbuilt))} did not run, for want of a built environment: "
             f"{unbuilt_names}. Their trials are build_error, scored neither way; the record "
             "has each build's step and the end of its log."
         )
     if job.error is not None:
         notes.append(f"The job did not run: {job.error}")
-    elif job.status != JobStatus.FINISHED:
+    elif job.status not in (JobStatus.FINISHED, JobStatus.CANCELLED):
+        # A cancelled job's note is above: it ends as it is.
         notes.append(
             f"The job is still {job.status}: {finished} of {job.planned} trials finished; "
             "these numbers will change."

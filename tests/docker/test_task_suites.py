@@ -427,7 +427,7 @@ def test_check_tasks_gives_every_task_a_verdict_and_its_cause(
     assert rows_text["sound"].endswith("sound    passes with the oracle, fails with nop")
     assert rows_text["needs-network"].endswith("needs network (host example.com)")
     assert lines[-1] == (
-        "6 of 7 task(s) broken: bad-name, lax, needs-network, no-solution, verifier-error, "
+        "6 of 7 tasks broken: bad-name, lax, needs-network, no-solution, verifier-error, "
         "wrong-solution"
     )
     assert len(server.http.get("/v1/jobs").json()) == jobs + 1
@@ -435,13 +435,13 @@ def test_check_tasks_gives_every_task_a_verdict_and_its_cause(
     # Only the tasks named; a name that is no task runs nothing.
     only = check_tasks(server, str(suite), "--cases", "sound")
     assert only.returncode == 0, only.stderr[-3000:]
-    assert only.stdout.splitlines()[-1] == "0 of 1 task(s) broken"
+    assert only.stdout.splitlines()[-1] == "0 of 1 task broken"
     typo = check_tasks(server, str(suite), "--cases", "sound,snuod")
     assert typo.returncode == 2 and "No task named snuod" in typo.stderr, typo.stderr
     # Only tasks that do not load: their rows, and no job.
     unloaded = check_tasks(server, str(suite), "--cases", "bad-name,host-env")
     assert unloaded.returncode == 1, unloaded.stderr[-3000:]
-    assert unloaded.stdout.splitlines()[-1] == "2 of 2 task(s) broken: bad-name, host-env"
+    assert unloaded.stdout.splitlines()[-1] == "2 of 2 tasks broken: bad-name, host-env"
     assert len(server.http.get("/v1/jobs").json()) == jobs + 2
 
 

@@ -91,6 +91,8 @@ def test_the_oracle_passes_and_nop_fails(backend: DockerBackend, task_image: str
     assert oracle.result.outcome == "passed", oracle.result
     assert [j.name for j in oracle.result.judges] == ["verifier"]
     assert oracle.result.judges[0].score == 1.0
+    # reward.txt's one number, shown as itself.
+    assert oracle.result.judges[0].detail.startswith("reward 1 (verifier: "), oracle.result
     assert "verify" in oracle.steps and oracle.result.timings["verify"] > 0
     assert "verifier.log" in oracle.artifacts
 

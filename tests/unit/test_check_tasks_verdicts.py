@@ -20,7 +20,13 @@ from service.cli.task_verdicts import (
 )
 
 JOB = "job-48d90a7fe37f4898"
-VERIFIED = [{"name": "verifier", "score": 0.0, "detail": "reward reward=0 (test.sh exited 0)"}]
+VERIFIED = [
+    {
+        "name": "verifier",
+        "score": 0.0,
+        "detail": "reward 0 (verifier: test.sh exited 0 after 0.1 s)",
+    }
+]
 ORACLE_ARTIFACTS = ["agent.stderr", "agent.stdout", "session.jsonl", "verifier.log"]
 # The error text that ended a job when a task's environment did not build (recorded).
 BUILD_ERROR_TEXT = (
@@ -305,7 +311,7 @@ def test_the_last_attempt_decides_and_the_table_lists_every_task() -> None:
         "sound  passed       failed       sound    passes with the oracle, fails with nop",
         "lax    did not run  did not run  broken   no reference solution",
         "    the task has no solution/solve.sh, so nothing shows it can be solved; add one",
-        "1 of 2 task(s) broken: lax",
+        "1 of 2 tasks broken: lax",
     ]
 
 

@@ -128,3 +128,12 @@ def test_store_and_report_never_import_the_api_or_the_web() -> None:
                     continue
                 for name in names:
                     assert not name.startswith(("service.api", "service.web")), (path, name)
+
+
+def test_a_cancelled_jobs_report_says_it_ended_and_a_running_ones_that_it_goes_on() -> None:
+    when = {"case_order": ["a", "b"], "generated_at": datetime(2026, 12, 2)}
+    cancelled = build_report(_job(status="cancelled"), _trials(blocked=False), **when)
+    assert any(n.startswith("The job was cancelled: 8 of 8") for n in cancelled.notes)
+    assert not any("still" in note for note in cancelled.notes), cancelled.notes
+    running = build_report(_job(status="running"), _trials(blocked=False), **when)
+    assert any(n.startswith("The job is still running") for n in running.notes), running.notes
