@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from examhall import ApiError, Client
-from service.cli.connection import connect
+from service.cli.connection import connect, failure
 from service.cli.local import local_control_plane
 from service.cli.progress import watch
 from service.cli.task_verdicts import (
@@ -323,8 +323,7 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
         return 2
     except httpx.TransportError as exc:
         print(
-            f"examhall: cannot reach the control plane at {args.server} ({exc}); start it, or "
-            "give its URL with --server (or $EXAMHALL_SERVER), or check with --local."
+            f"{failure(args, exc)} Or check with --local."
             if not args.local
             else f"examhall: the local control plane stopped answering ({exc}); see above.",
             file=sys.stderr,

@@ -240,8 +240,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app()
     sock = listen.bind(args.host, args.port)
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info"))
+    host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+    url = f"http://{host}:{sock.getsockname()[1]}"
+    print(
+        f"examhall: serving at {url} (the API under /v1, the web UI at /ui, the API's docs at "
+        "/docs) once started; Ctrl-C stops it.",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        # uvicorn shut down cleanly on the signal, then raised it again for whoever called.
+        print("examhall: stopped.", file=sys.stderr)
+        return 0
     finally:
         sock.close()
     # 3, as uvicorn.run exits, when the app's start-up failed (its log says why).

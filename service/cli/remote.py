@@ -13,7 +13,7 @@ import httpx
 from examhall import ApiError, ArchiveError, Client
 from sandbox.protocol import ModelRef
 from service.cli import check_tasks, task_sets
-from service.cli.connection import add_connection, connect
+from service.cli.connection import add_connection, connect, failure
 from service.cli.progress import watch
 from service.domain.status import JobStatus
 from service.report.model import report_json
@@ -107,7 +107,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             return 0
         return follow_and_report(client, job_id)
     except (ApiError, ArchiveError, httpx.TransportError) as exc:
-        print(f"examhall: {exc}", file=sys.stderr)
+        print(failure(args, exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if job_id:
@@ -126,7 +126,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     try:
         job = client.cancel(args.job)
     except (ApiError, httpx.TransportError) as exc:
-        print(f"examhall: {exc}", file=sys.stderr)
+        print(failure(args, exc), file=sys.stderr)
         return 2
     finally:
         client.close()
@@ -142,7 +142,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         shown = json.dumps(report_json(report), indent=2) if args.json else None
         print(shown or client.report_text(args.job), end="")
     except (ApiError, httpx.TransportError) as exc:
-        print(f"examhall: {exc}", file=sys.stderr)
+        print(failure(args, exc), file=sys.stderr)
         return 2
     finally:
         client.close()
@@ -157,7 +157,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         path = client.export(args.job, args.format, path=args.output)
     except (ApiError, httpx.TransportError) as exc:
-        print(f"examhall: {exc}", file=sys.stderr)
+        print(failure(args, exc), file=sys.stderr)
         return 2
     except OSError as exc:
         print(

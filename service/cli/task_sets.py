@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from examhall import ApiError, ArchiveError
-from service.cli.connection import connect
+from service.cli.connection import connect, failure
 from service.domain.task_sets import parse_push
 
 
@@ -28,7 +28,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     try:
         suite = client.push(args.directory, name, version)
     except (ApiError, ArchiveError, httpx.TransportError) as exc:
-        print(f"examhall: {exc}", file=sys.stderr)
+        print(failure(args, exc), file=sys.stderr)
         return 2
     finally:
         client.close()
@@ -47,7 +47,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     try:
         sets = client.task_sets()
     except (ApiError, httpx.TransportError) as exc:
-        print(f"examhall: {exc}", file=sys.stderr)
+        print(failure(args, exc), file=sys.stderr)
         return 2
     finally:
         client.close()
