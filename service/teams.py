@@ -11,8 +11,9 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -53,24 +54,64 @@ def create_team(
 ) -> Team:
     """A new team; `egress` lists the egress policies its jobs may name (None: every one),
     `share` its weight when teams take turns at the queue (None: 1)."""
+    _check(max_containers, egress, share)
+    if not _NAME.fullmatch(name):
+        raise TeamError(
+            f"Team name {name!r} is not allowed: use 1-63 lowercase letters, digits, '-' or '_', "
+            "starting with a letter or digit."
+        )
+    if stored.team_by_name(session, name) is not None:
+        raise TeamError(f"Team {name!r} already exists.")
+    return stored.add_team(session, name, max_containers, egress, share)
+
+
+# What update_team leaves as it is.
+KEEP: Any = object()
+
+
+def update_team(
+    session: Session,
+    name: str,
+    *,
+    max_containers: int | None = KEEP,
+    egress: Sequence[str] | None = KEEP,
+    share: int | None = KEEP,
+) -> Team:
+    """Change what is given of a team (None: no cap, every policy, a share of 1); jobs
+    already queued are served under the new values from their next trial on."""
+    team = find_team(session, name)
+    _check(
+        None if max_containers is KEEP else max_containers,
+        None if egress is KEEP else egress,
+        None if share is KEEP else share,
+    )
+    if max_containers is not KEEP:
+        team.max_containers = max_containers
+    if egress is not KEEP:
+        team.egress = ",".join(egress) if egress is not None else None
+    if share is not KEEP:
+        team.share = share
+    session.flush()
+    return team
+
+
+def unknown_policies(egress: Sequence[str] | None, known: Collection[str]) -> list[str]:
+    """The policies named for a team that this box does not define (EXAMHALL_EGRESS_POLICIES
+    where the command runs): allowed, since a box may be given them later, but said."""
+    return [policy for policy in egress or () if policy not in known]
+
+
+def _check(max_containers: int | None, egress: Sequence[str] | None, share: int | None) -> None:
     for policy in egress or ():
         if not POLICY_NAME.match(policy):
             raise TeamError(
                 f"Egress policy name {policy!r} is not one: policies are named in lower-case "
                 "letters, digits, '-' and '_' (EXAMHALL_EGRESS_POLICIES)."
             )
-    if not _NAME.fullmatch(name):
-        raise TeamError(
-            f"Team name {name!r} is not allowed: use 1-63 lowercase letters, digits, '-' or '_', "
-            "starting with a letter or digit."
-        )
     if max_containers is not None and max_containers < 1:
         raise TeamError(f"max_containers must be at least 1, not {max_containers}.")
     if share is not None and not 1 <= share <= MAX_SHARE:
         raise TeamError(f"share must be from 1 to {MAX_SHARE}, not {share}.")
-    if stored.team_by_name(session, name) is not None:
-        raise TeamError(f"Team {name!r} already exists.")
-    return stored.add_team(session, name, max_containers, egress, share)
 
 
 def egress_allowed(team: Team | None, policy: str) -> str | None:
@@ -83,8 +124,8 @@ def egress_allowed(team: Team | None, policy: str) -> str | None:
     named = ", ".join(allowed) or "none"
     return (
         f"Team {team.name} may not use egress policy {policy!r}; it may use {named} (and "
-        "offline). An operator gives a team a policy with `examhall admin create-team "
-        "--egress`."
+        "offline). An operator gives a team a policy with `examhall admin update-team "
+        "TEAM --egress`."
     )
 
 

@@ -9,12 +9,26 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.domain.task_sets import SetRef
-from service.settings import ConfigError, database_url, env_name, max_containers
+from service.settings import (
+    ConfigError,
+    database_url,
+    egress_policies,
+    env_name,
+    max_containers,
+)
 from service.store import task_sets
 from service.store import teams as stored
 from service.store.db import session_factory
 from service.store.opening import describe, open_existing
-from service.teams import TeamError, create_team, create_token, find_team, revoke_tokens
+from service.teams import (
+    TeamError,
+    create_team,
+    create_token,
+    find_team,
+    revoke_tokens,
+    unknown_policies,
+    update_team,
+)
 
 
 def _sessions(args: argparse.Namespace) -> sessionmaker[Session]:
@@ -25,13 +39,30 @@ def _sessions(args: argparse.Namespace) -> sessionmaker[Session]:
     return session_factory(open_existing(url, create=args.create))
 
 
-def cmd_create_team(args: argparse.Namespace) -> int:
-    with _sessions(args).begin() as session:
-        egress = (
-            None
-            if args.egress is None
-            else [p.strip() for p in args.egress.split(",") if p.strip()]
+def _egress(text: str) -> list[str] | None:
+    """--egress's list; `*` for every policy of the box (None)."""
+    if text.strip() == "*":
+        return None
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _say_unknown(egress: list[str] | None) -> None:
+    """A word for policies this box does not define (yet): a team may be given them first."""
+    try:
+        known = egress_policies()
+    except ConfigError:
+        return  # the server's own check says what is wrong with the setting
+    for policy in unknown_policies(egress, known):
+        print(
+            f"Note: this box has no egress policy {policy!r} (EXAMHALL_EGRESS_POLICIES here: "
+            f"{', '.join(sorted(known))}); the team's jobs can name it once one is defined.",
+            file=sys.stderr,
         )
+
+
+def cmd_create_team(args: argparse.Namespace) -> int:
+    egress = None if args.egress is None else _egress(args.egress)
+    with _sessions(args).begin() as session:
         team = create_team(session, args.name, args.max_containers, egress, args.share)
         cap = f", at most {team.max_containers} containers" if team.max_containers else ""
         if team.share is not None:
@@ -48,7 +79,30 @@ def cmd_create_team(args: argparse.Namespace) -> int:
             f"{team.max_containers} does not bind; raise that setting for it to.",
             file=sys.stderr,
         )
+    _say_unknown(egress)
     print(f"Give it a token: examhall admin create-token {args.name}", file=sys.stderr)
+    return 0
+
+
+def cmd_update_team(args: argparse.Namespace) -> int:
+    changes: dict[str, object] = {}
+    if args.max_containers is not None:
+        changes["max_containers"] = (
+            None if args.max_containers == "none" else int(args.max_containers)
+        )
+    if args.egress is not None:
+        changes["egress"] = _egress(args.egress)
+    if args.share is not None:
+        changes["share"] = args.share
+    if not changes:
+        raise TeamError("Nothing to change: give --max-containers, --egress or --share.")
+    with _sessions(args).begin() as session:
+        team = update_team(session, args.name, **changes)  # type: ignore[arg-type]
+        cap = team.max_containers or "no cap"
+        egress = "every policy" if team.egress is None else team.egress or "offline only"
+        print(f"Team {team.name}: max containers {cap}, share {team.share or 1}, egress {egress}.")
+    if "egress" in changes:
+        _say_unknown(changes["egress"])  # type: ignore[arg-type]
     return 0
 
 
@@ -109,6 +163,12 @@ def cmd_share_set(args: argparse.Namespace) -> int:
 Command = Callable[[argparse.Namespace], int]
 
 
+def _cap(text: str) -> str:
+    if text != "none" and not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number nor none")
+    return text
+
+
 def _run(func: Command) -> Command:
     def guarded(args: argparse.Namespace) -> int:
         try:
@@ -149,6 +209,25 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="its weight when teams take turns at the queue (default 1: an equal turn)",
     )
     team.set_defaults(func=_run(cmd_create_team))
+
+    update = admin.add_parser(
+        "update-team",
+        help="change a team's container cap, egress policies or share",
+        parents=[store],
+    )
+    update.add_argument("name")
+    update.add_argument(
+        "--max-containers",
+        type=_cap,
+        help="its cap on containers running at once, or none for no cap of its own",
+    )
+    update.add_argument(
+        "--egress",
+        help="comma-separated egress policies its jobs may name; '' none but offline, '*' every "
+        "policy of the box",
+    )
+    update.add_argument("--share", type=int, help="its weight when teams take turns")
+    update.set_defaults(func=_run(cmd_update_team))
 
     token = admin.add_parser("create-token", help="a new API token, printed once", parents=[store])
     token.add_argument("team", nargs="?")
