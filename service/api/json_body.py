@@ -34,6 +34,13 @@ def body_problem(body: bytes) -> str:
     try:
         json.loads(text)
     except ValueError as exc:
+        if "int_max_str_digits" in str(exc):
+            # Python's own hint (sys.set_int_max_str_digits) is the server's to act on, not
+            # the caller's.
+            return (
+                "The body holds an integer of more than 4300 digits, which no field of this "
+                "API takes; send a smaller number."
+            )
         return f"The body is not valid JSON: {exc}."
     return "The body could not be parsed as JSON."
 

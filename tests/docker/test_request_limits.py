@@ -64,11 +64,13 @@ def test_body_plan_and_variant_caps(start_server: Callable[..., Server]) -> None
     [
         (b'{"suite": "smoke", "model": ', "JSON decode error"),
         (b'{"suite": "sm\xffoke"}', "not valid UTF-8 (byte 13)"),
-        (b'{"suite": "smoke", "seed": ' + b"9" * 5000 + b"}", "Exceeds the limit"),
+        (b'{"suite": "smoke", "seed": ' + b"9" * 5000 + b"}", "more than 4300 digits"),
+        (b'{"suite": "smoke", "model": "simulated/coin"}', 'give the model as {"provider"'),
+        (b'{"suite": "smoke", "cases": ["a", "a"]}', "cases lists a case twice"),
     ],
-    ids=["truncated", "invalid-utf8", "huge-integer"],
+    ids=["truncated", "invalid-utf8", "huge-integer", "model-as-text", "our-own-check"],
 )
-def test_bodies_that_are_not_json_are_422(
+def test_bodies_the_api_refuses_are_422_in_words_the_caller_can_act_on(
     start_server: Callable[..., Server], body: bytes, message: str
 ) -> None:
     server = start_server()
@@ -78,4 +80,7 @@ def test_bodies_that_are_not_json_are_422(
     assert response.status_code == 422, response.text
     detail = response.json()["detail"][0]
     assert detail["loc"][0] == "body" and message in detail["msg"], detail
+    # Python's and pydantic's own words are not the caller's to act on.
+    assert "set_int_max_str_digits" not in detail["msg"] and "dictionary" not in detail["msg"]
+    assert not detail["msg"].startswith("Value error"), detail
     assert _jobs(server) == 0
