@@ -61,7 +61,7 @@ _BOX_NETWORKS = tuple(
         "192.0.0.0/24",
         "192.168.0.0/16",
         "224.0.0.0/3",
-        "::/127",
+        "::/96",  # IPv4-compatible (deprecated), and the unspecified and loopback addresses
         "fc00::/7",
         "fe80::/10",
         "ff00::/8",
@@ -69,12 +69,21 @@ _BOX_NETWORKS = tuple(
 )
 
 
+# NAT64's well-known prefix: 64:ff9b::a.b.c.d reaches a.b.c.d on a network that has one.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
 def refused_address(address: str) -> bool:
     """Whether `address` is where the box's own or its neighbours' services are (never a
     package mirror), so never reached by a name alone."""
     ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        # An IPv4 address inside an IPv6 one reaches that IPv4 address: judged as it.
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in _NAT64:
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            ip = embedded
     return any(ip in net for net in _BOX_NETWORKS if net.version == ip.version)
 
 

@@ -109,8 +109,11 @@ def in_user_namespace(uid_map: str | None = None) -> bool:
     an engine with `userns-remap`: its root is an unprivileged uid of the host, and its
     capabilities hold only over what that namespace owns."""
     if uid_map is None:
-        with open("/proc/self/uid_map") as handle:
-            uid_map = handle.read()
+        try:
+            with open("/proc/self/uid_map") as handle:
+                uid_map = handle.read()
+        except OSError:
+            return False  # a kernel without user namespaces: every process is in the host's
     return uid_map.split() != _INITIAL_UID_MAP
 
 

@@ -237,8 +237,8 @@ class Settings(BaseSettings):
     build_concurrency: PositiveInt = Field(
         default=2,
         description="environment image builds at once in one control plane, shared by the "
-        "teams building by their shares (a team's queue of builds holds another team's for "
-        "one build's turn at most)",
+        "teams building by their shares (with equal shares, a team's queue of builds holds "
+        "another team's for one build's turn at most)",
     )
     build_timeout_s: float = Field(
         default=1800.0,

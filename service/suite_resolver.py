@@ -52,8 +52,11 @@ def format_for(
     if not is_archive_id(suite):
         if any(f.names(suite) for f in FORMATS.values()):
             return format_named(suite)
-        with sessions() as session:
-            found = pushed_set(session, suite, team_id=team_id, admin=admin)
+        try:
+            with sessions() as session:
+                found = pushed_set(session, suite, team_id=team_id, admin=admin)
+        except SuiteError as exc:  # a set there, but not that version, or named ambiguously
+            raise JobInputError(("body", "suite"), str(exc)) from None
         # A reference to no set is refused by python_source, which names every way in.
         return format_of(found[0].kind) if found is not None else DEFAULT
     with sessions() as session:

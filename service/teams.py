@@ -21,6 +21,7 @@ from service.domain.egress import POLICY_NAME
 from service.domain.job_spec import OFFLINE
 from service.store import teams as stored
 from service.store.models import Team
+from service.store.suites import ADMIN_OWNER
 
 TOKEN_PREFIX = "exh_"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -60,6 +61,9 @@ def create_team(
             f"Team name {name!r} is not allowed: use 1-63 lowercase letters, digits, '-' or '_', "
             "starting with a letter or digit."
         )
+    if name == ADMIN_OWNER:
+        # The name admin tokens' task sets are shown under (`admin/NAME`).
+        raise TeamError(f"Team name {name!r} is reserved for the box's admins; choose another.")
     if stored.team_by_name(session, name) is not None:
         raise TeamError(f"Team {name!r} already exists.")
     return stored.add_team(session, name, max_containers, egress, share)

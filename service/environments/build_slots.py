@@ -6,8 +6,8 @@ by 1/share, and a free slot goes to the waiting build whose team's pass is lowes
 waiting first among equals). A team that starts waiting joins at the current pass, so an idle
 team banks no turns, and a busy one cannot take them back to back: a team whose builds are
 slow or hang holds another team's next build for at most one build's turn, however many of
-its own it has queued. Builds outside any team (an admin's job, a check on the box) are one
-lane of their own.
+its own it has queued, when their shares are equal (a share of s takes s turns to 1).
+Builds outside any team (an admin's job, a check on the box) are one lane of their own.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import contextlib
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,10 +124,12 @@ class EnvironmentBuilder:
         progress: Progress,
         cancel: threading.Event | None = None,
         lane: Lane = NO_LANE,
+        on_start: Callable[[], None] | None = None,
     ) -> BuiltEnvironment:
         """The environment, built unless it is already; EnvironmentBuildError if it cannot
         be, or if `cancel` is set before it is. `lane`: whose build it is, for its turn at
-        the box's build slots (service/environments/build_slots.py)."""
+        the box's build slots (service/environments/build_slots.py); `on_start` is called
+        once the build holds its slot and starts, not while it waits."""
         prepared = self._prepare(source, bootstrap=progress)
         found = self._lookup(prepared.digest)
         if found is not None:
@@ -144,12 +146,15 @@ class EnvironmentBuilder:
         timeout = settings.build_timeout_s
         if source.build_timeout_s is not None:
             timeout = min(timeout, source.build_timeout_s)
-        deadline = time.monotonic() + timeout
         with self._slot(settings, progress, lane, cancel):
             # Another thread may have built it while this one waited for the slot.
             found = self._lookup(prepared.digest)
             if found is not None:
                 return found
+            if on_start is not None:
+                on_start()
+            # The build's time runs from its slot: a wait behind other teams' builds is not it.
+            deadline = time.monotonic() + timeout
             return self._build(source, prepared, settings, deadline, timeout, progress, cancel)
 
     def allowed_images(self) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import docker
@@ -236,6 +237,7 @@ def _build(
     written = _Written(client, log)
     done = threading.Event()
     started = time.monotonic()
+    started_wall = time.time()
 
     def watch() -> None:
         deadline = started + max(timeout_s, 0.0)
@@ -300,7 +302,7 @@ def _build(
             and isinstance(exc, BuildError)
             and exc.step_failed
             and not stream.stopped
-            and keep_layers(client, log, keep_as)
+            and keep_layers(client, log, keep_as, started_wall)
         )
         if not kept:
             remove_layers(client, log)
@@ -343,7 +345,15 @@ def remove_layers(client: docker.DockerClient, log: BuildLog) -> None:
             _remove_layer(client, layer)
 
 
-def keep_layers(client: docker.DockerClient, log: BuildLog, tag: str) -> bool:
+def _made_since(created: str, since: float) -> bool:
+    try:
+        when = datetime.fromisoformat(created[:26].rstrip("Z") + "+00:00").timestamp()
+    except ValueError:
+        return False
+    return when >= since - 1.0
+
+
+def keep_layers(client: docker.DockerClient, log: BuildLog, tag: str, since: float) -> bool:
     """Tag the last step image the build made `tag`, so that it and the steps under it stay
     (and the engine's cache resumes after them); False when it made none past its base, or
     the engine would not tag it."""
@@ -352,7 +362,15 @@ def keep_layers(client: docker.DockerClient, log: BuildLog, tag: str) -> bool:
         return False
     repository, _, name = tag.rpartition(":")
     try:
-        client.images.get(made[-1]).tag(repository, name)
+        image = client.images.get(made[-1])
+        # The ids come from the build's output, which a step's own output can imitate: the
+        # image tagged must be one this build made (no older than it) on its own base.
+        ancestors = {str(h.get("Id", "")).removeprefix("sha256:") for h in image.history()}
+        if not _made_since(image.attrs.get("Created", ""), since) or not any(
+            any(a.startswith(base) for a in ancestors) for base in log.bases
+        ):
+            return False
+        image.tag(repository, name)
     except docker.errors.DockerException:
         return False
     for container in log.containers:

@@ -97,6 +97,7 @@ class EgressGate:
     record: Callable[[str], None] = lambda detail: None
     moved: int = 0
     exceeded: str | None = None
+    closing: str | None = None  # why no connection is carried any more
     opened: int = 0
     _open: dict[int, _Upstream] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -130,8 +131,10 @@ class EgressGate:
             self._close(message.id, tell=True)
 
     def close(self, why: str | None = None) -> None:
-        """Close every connection: the trial is over, or `why` it was cut short."""
+        """Close every connection: the trial is over, or `why` it was cut short. A
+        connection still being made is refused when it is (its record says so)."""
         with self._lock:
+            self.closing = self.closing or why or "the trial ended"
             ids = list(self._open)
         for ident in ids:
             self._close(ident, tell=False, error=why)
@@ -152,10 +155,13 @@ class EgressGate:
     def _open_and_pump(self, message: EgressOpenMessage) -> None:
         with self._lock:
             self.opened += 1
-            over = self.opened > MAX_CONNECTIONS or self.exceeded is not None
+            over = self.opened > MAX_CONNECTIONS
+            ended = self.exceeded if self.exceeded is not None else self.closing
         why: str | None = f"the trial opened more than {MAX_CONNECTIONS} connections"
         addresses: list[str] = []
-        if not over:
+        if ended is not None:
+            over, why = False, ended  # recorded below, with the reason
+        elif not over:
             addresses, why = self.egress.check(message.host, message.port)
         sock = None
         for address in addresses:
@@ -173,7 +179,13 @@ class EgressGate:
         sock.settimeout(SEND_S)
         upstream = _Upstream(sock, message.phase, where)
         with self._lock:
-            self._open[message.id] = upstream
+            late = self.closing
+            if late is None:
+                self._open[message.id] = upstream
+        if late is not None:  # the trial ended while this one connected: never carried
+            sock.close()
+            self.record(f"{message.phase} {where} refused: {late}, 0 bytes out, 0 in")
+            return
         self.send(EgressOpenedMessage(message.id))
         self._pump(message.id, upstream)
 

@@ -84,6 +84,11 @@ class _Lines:
             raise ChannelError("The worker sent a line longer than the channel allows.")
 
 
+def _egress_record(message: EventMessage) -> bool:
+    event = message.event
+    return isinstance(event, LifecycleEvent) and event.step == "egress"
+
+
 def converse(
     sandbox: Sandbox,
     request: bytes,
@@ -140,6 +145,8 @@ def converse(
             elif isinstance(message, EgressOpenMessage):
                 send(EgressOpenedMessage(message.id, error="this trial's policy is offline"))
             return
+        if isinstance(message, EventMessage) and _egress_record(message):
+            return  # the gate records egress, where it is made: the sandbox's word is not it
         if not isinstance(message, ModelCallMessage | JudgeCallMessage):
             on_message(message)
             return
@@ -188,6 +195,8 @@ def converse(
         sandbox.kill()
     if gate is not None:
         gate.close()
+        if thread.is_alive():
+            thread.join(timeout=KILL_GRACE_S)  # the collector is the reader's until it ends
         if not thread.is_alive():
             take_records()
     channel.close()

@@ -369,8 +369,10 @@ class Scheduler:
                 provider=harness.model.provider,
                 workdir=None,
                 egress=egress is not None,
-                # A pip or catalogue agent: never the solution, whatever model it is given.
-                installed=harness.agent is not None and not isinstance(harness.agent, str),
+                # A pip or catalogue agent, or any agent command: never the solution, whatever
+                # model it is given.
+                installed=harness.command is not None
+                or (harness.agent is not None and not isinstance(harness.agent, str)),
             )
             placement = Placement(
                 image=image,

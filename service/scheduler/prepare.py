@@ -402,11 +402,18 @@ class EnvironmentPreparer:
         lane: Lane = NO_LANE,
     ) -> BuiltEnvironment:
         content_hash = self.builder.content_hash(source)
-        try:
-            with self.sessions.begin() as session:
-                builds.started(session, content_hash, source.name)
-        except IntegrityError:
-            pass  # another control plane is building it too: the engine's tag decides
+        started: list[bool] = []
+
+        def start() -> None:
+            # Recorded once the build holds its slot: one still waiting has not started, and
+            # a cancel while it waits records nothing over another plane's running build.
+            started.append(True)
+            try:
+                with self.sessions.begin() as session:
+                    builds.started(session, content_hash, source.name)
+            except IntegrityError:
+                pass  # another control plane is building it too: the engine's tag decides
+
         lines: list[str] = []
 
         def told(line: str) -> None:
@@ -415,11 +422,14 @@ class EnvironmentPreparer:
                 progress(line)
 
         try:
-            built = self.builder.build(source, told, cancel, lane)
+            built = self.builder.build(source, told, cancel, lane, on_start=start)
         except EnvironmentBuildError as exc:
-            with self.sessions.begin() as session:
-                builds.failed(session, content_hash, exc.log or "\n".join(lines))
+            if started:
+                with self.sessions.begin() as session:
+                    builds.failed(session, content_hash, exc.log or "\n".join(lines))
             raise
+        if not started:
+            start()  # found built: its row is named as a build's would be
         with self.sessions.begin() as session:
             builds.built(session, content_hash, built.ref, built.digest, "\n".join(lines))
         return built

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from service.domain.task_sets import SetRef
@@ -55,17 +56,25 @@ class Caller:
 def push(session: Session, owner: str, name: str, version: str, sha256: str) -> bool:
     """Record `name@version` as `owner`'s name for the stored tree `sha256`; whether it is new
     (False: pushed before with these bytes). VersionTaken when it names other bytes."""
-    row = session.get(SuiteSet, (owner, name, version))
-    if row is not None:
-        if row.sha256 != sha256:
-            raise VersionTaken(
-                f"{name}@{version} is already pushed with other contents (sha256:{row.sha256}); "
-                "a version never changes: push these as a new version."
-            )
-        return False
-    session.add(SuiteSet(owner=owner, name=name, version=version, sha256=sha256, created_at=now()))
-    session.flush()
-    return True
+    # ON CONFLICT, not a read then an insert: two pushes of one version at once insert one
+    # row, and the other is answered by it (RETURNING: rowcount is -1 on PostgreSQL).
+    dialect = session.get_bind().dialect.name
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(SuiteSet)
+    inserted = session.execute(
+        insert.values(owner=owner, name=name, version=version, sha256=sha256, created_at=now())
+        .on_conflict_do_nothing(index_elements=["owner", "name", "version"])
+        .returning(SuiteSet.owner)
+    ).first()
+    if inserted is not None:
+        return True
+    row = session.get(SuiteSet, (owner, name, version), populate_existing=True)
+    assert row is not None, f"{name}@{version} neither inserted nor found"
+    if row.sha256 != sha256:
+        raise VersionTaken(
+            f"{name}@{version} is already pushed with other contents (sha256:{row.sha256}); "
+            "a version never changes: push these as a new version."
+        )
+    return False
 
 
 def _owner_names(session: Session, owners: set[str]) -> dict[str, str]:
@@ -134,8 +143,8 @@ def find(session: Session, ref: SetRef, caller: Caller) -> SetVersion | None:
         sets = [v for v in sets if v.owner == caller.owner]
     if not sets:
         return None
-    owners = sorted({v.owner_name for v in sets})
-    if len(owners) > 1:
+    if len({v.owner for v in sets}) > 1:
+        owners = sorted({v.owner_name for v in sets})
         choices = ", ".join(f"{owner}/{ref.name}" for owner in owners)
         raise TaskSetError(
             f"Task set {ref.name!r} is shared with you by several owners; name one: {choices}."

@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from service.cli.main import main
+from service.domain.planner import JobInputError
 from service.store.db import make_engine, session_factory
 from service.suite_resolver import format_for, resolve_tasks
 from service.suites import SuiteError
@@ -93,8 +94,15 @@ def test_push_resolve_and_share_a_task_set(
             ["hello", "other"],
         )
         assert resolve("tasks@1.0", "blue")[:2] == ("tasks@1.0", archive_id(pack_directory(first)))
-        with pytest.raises(SuiteError, match=r"no version '3'; it has 1.0, 2.0"):
+        with pytest.raises(JobInputError, match=r"no version '3'; it has 1.0, 2.0"):
             resolve("tasks@3", "blue")
+        # Over HTTP, the same as a 422 naming the field, never a 500.
+        blue_http = server.as_team(blue_token)
+        missing = blue_http.post("/v1/jobs", json={"suite": "tasks@3"})
+        blue_http.close()
+        assert missing.status_code == 422, missing.text
+        assert missing.json()["detail"][0]["loc"] == ["body", "suite"]
+        assert "no version '3'; it has 1.0, 2.0" in missing.json()["detail"][0]["msg"]
         # Red cannot run blue's set, and is told as of a set no one pushed.
         red_http = server.as_team(red_token)
         answers = []

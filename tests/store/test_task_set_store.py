@@ -129,3 +129,25 @@ def test_listing_shows_own_sets_first_and_a_revoked_share_is_gone(
     with sessions() as session:
         listed = task_sets.readable(session, task_sets.Caller(red, red, False))
         assert {v.name for v in listed} == {"r-set"}
+
+
+def test_two_pushes_of_one_version_at_once_store_one_and_answer_both(
+    sessions: sessionmaker[Session],
+) -> None:
+    """Each push's session has not seen the other's row when it inserts: the conflict is
+    the store's to settle, never a 500."""
+    blue = _teams(sessions, "blue")["blue"]
+    with sessions.begin() as session:
+        sha, other = _tree(session, b"same"), _tree(session, b"other")
+    first, second = sessions(), sessions()
+    try:
+        first.begin()
+        second.begin()
+        assert task_sets.push(first, blue, "tasks", "1.0", sha)
+        first.commit()
+        assert not task_sets.push(second, blue, "tasks", "1.0", sha)
+        with pytest.raises(task_sets.VersionTaken):
+            task_sets.push(second, blue, "tasks", "1.0", other)
+    finally:
+        first.close()
+        second.close()

@@ -156,6 +156,11 @@ def test_a_listed_name_that_resolves_to_the_boxs_own_addresses_is_refused(
         ("fd00::1", True),
         ("fe80::1", True),
         ("::ffff:10.0.0.1", True),
+        # IPv4 inside IPv6, by NAT64 and 6to4: the metadata endpoint, the bridge's gateway.
+        ("64:ff9b::a9fe:a9fe", True),
+        ("2002:ac11:1::1", True),
+        ("::a9fe:a9fe", True),
+        ("64:ff9b::9765:df", False),
         ("151.101.0.223", False),
         ("2a04:4e42::223", False),
         # Nothing on the internet is in a documentation range; an egress interceptor answers

@@ -15,13 +15,19 @@ fail() {
 
 [ -d /app/.git ] || fail "/app is not a git repository"
 # git runs what a repository's own configuration names (core.fsmonitor on status, hooks,
-# pagers, filter drivers), and this script runs as root: read a copy of the agent's .git
-# with a configuration of ours, never the agent's.
+# pagers, filter drivers, a commondir's config, a submodule's own .git), and this script runs
+# as root: read a copy of the repository's objects, refs and index alone, under a
+# configuration of ours, with every command git could run from the agent's files turned off.
 copy=$(mktemp -d)
-cp -R /app/.git/. "$copy/" || fail "/app/.git cannot be read"
-rm -rf "$copy/hooks" "$copy/config"  # a link the agent planted is removed, never written through
+for part in HEAD refs packed-refs objects index; do
+    [ -e "/app/.git/$part" ] && { cp -R "/app/.git/$part" "$copy/" || fail "/app/.git cannot be read"; }
+done
 printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n' > "$copy/config"
-git_app() { git --git-dir="$copy" --work-tree=/app -c safe.directory='*' "$@"; }
+git_app() {
+    GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_COMMON_DIR="$copy" \
+        git --git-dir="$copy" --work-tree=/app -c safe.directory='*' -c core.fsmonitor=false \
+        -c core.hooksPath=/dev/null -c core.pager=cat "$@"
+}
 count=$(git_app rev-list --count HEAD 2>/dev/null) || fail "the repository has no commit"
 [ "$count" = 1 ] || fail "expected exactly one commit, found $count"
 message=$(git_app log -1 --format=%s)
@@ -29,7 +35,7 @@ message=$(git_app log -1 --format=%s)
 author=$(git_app log -1 --format='%an <%ae>')
 [ "$author" = "Exam Hall <exam@example.com>" ] || fail "author is '$author'"
 git_app ls-files --error-unmatch notes.txt >/dev/null 2>&1 || fail "notes.txt is not committed"
-[ -z "$(git_app status --porcelain)" ] || fail "the working tree is not clean"
+[ -z "$(git_app status --porcelain --ignore-submodules=all)" ] || fail "the working tree is not clean"
 expected=$(printf '%s\n' 'Release 1.4.0' '' '- The parser accepts tabs as separators.' '- The --quiet flag silences progress output.')
 [ "$(git_app show HEAD:notes.txt)" = "$expected" ] || fail "the committed notes.txt was changed"
 
