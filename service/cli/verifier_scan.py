@@ -62,6 +62,7 @@ def _commands(script: str) -> Iterator[tuple[int, str, list[str], list[str]]]:
     sets before its words, and its words (here-document bodies, redirections, `if`-like
     keywords and a function's `name() {` left out)."""
     delimiter: str | None = None
+    continued: tuple[int, str] | None = None  # a line ending in `\`, and its number
     for number, raw in enumerate(script.splitlines(), start=1):
         if delimiter is not None:
             # A here-document's body is a program's input (`python3 - <<'PY'`), not lines
@@ -70,6 +71,13 @@ def _commands(script: str) -> Iterator[tuple[int, str, list[str], list[str]]]:
                 delimiter = None
             continue
         line = raw.split(" #", 1)[0].strip()
+        if continued is not None:
+            number, line = continued[0], f"{continued[1]} {line}"
+            raw = line
+            continued = None
+        if line.endswith("\\"):
+            continued = (number, line[:-1].strip())
+            continue
         if not line or line.startswith("#"):
             continue
         if heredoc := _HEREDOC.search(line):
