@@ -289,13 +289,17 @@ def assert_no_layer_left(error: EnvironmentBuildError, client: docker.DockerClie
 def test_a_failed_step_keeps_the_steps_before_it_and_a_cancelled_build_leaves_no_layer(
     builder: EnvironmentBuilder, docker_client: docker.DockerClient
 ) -> None:
+    def tags() -> set[str]:
+        return {t for i in docker_client.images.list(name=REPOSITORY) for t in i.tags}
+
+    before = tags()  # the module's earlier attacks may have kept steps of their own
     failing = f"FROM {DEBIAN}\nRUN head -c 8m /dev/urandom > /big-{RUN}\nRUN exit 3"
     with pytest.raises(EnvironmentBuildError, match="non-zero code: 3") as caught:
         builder.build(source("fails", failing), lambda _: None)
     # The step that succeeded is kept, tagged for the next build to resume after it...
-    kept = [t for i in docker_client.images.list(name=REPOSITORY) for t in i.tags]
+    kept = tags() - before
     resume = [t for t in kept if t.endswith(RESUME_SUFFIX)]
-    assert len(resume) == 1, kept
+    assert len(resume) == 1 and kept == set(resume), kept
     assert "are kept as" in (caught.value.log or "")
     again: list[str] = []
     with pytest.raises(EnvironmentBuildError, match="non-zero code: 3"):
@@ -307,8 +311,7 @@ def test_a_failed_step_keeps_the_steps_before_it_and_a_cancelled_build_leaves_no
     built: list[str] = []
     builder.build(source("fails", fixed), built.append)
     assert any("Using cache" in line for line in built), built
-    left = [t for i in docker_client.images.list(name=REPOSITORY) for t in i.tags]
-    assert resume[0] in left  # the failing version's own tag: the image cache ages it out
+    assert resume[0] in tags()  # the failing version's own tag: the image cache ages it out
     docker_client.images.remove(resume[0])
 
     cancel = threading.Event()
