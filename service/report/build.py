@@ -300,7 +300,7 @@ def build_report(
     if job.unbuilt:
         unbuilt_names = ", ".join(case for case, _, _ in job.unbuilt)
         notes.append(
-            f"{_tasks(len(job.unbuilt))} did not run, for want of a built environment: "
+            f"{_tasks(len(job.unbuilt))} did not run, as the environment did not build: "
             f"{unbuilt_names}. Their trials are build_error, scored neither way; the record "
             "has each build's step and the end of its log."
         )
