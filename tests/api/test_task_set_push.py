@@ -70,6 +70,13 @@ def test_push_resolve_and_share_a_task_set(
         headers=GZIP,
     )
     assert shipped.status_code == 422 and "a suite this server ships" in shipped.text
+    spaced = server.as_team(blue_token).post(
+        "/v1/suites",
+        params={"name": "tasks", "version": "1 0"},
+        content=pack_directory(first),
+        headers=GZIP,
+    )
+    assert spaced.status_code == 422 and "version '1 0' is not one" in spaced.text
 
     code, out, _ = _cli(capsys, "suites", "list", *blue)
     assert code == 0 and out.splitlines()[0] == "tasks  (owner blue)"
