@@ -57,6 +57,9 @@ def outcomes(server: Server, job_id: str) -> dict[tuple[str, str], str]:
     return {(t["variant"], t["case_id"]): t["outcome"] for t in trials}
 
 
+# Cold, the shipped set's seventeen environments are built first: longer than the suite's
+# 600 s default, as BUILD_TIMEOUT_S allows for.
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
 def test_check_tasks_finds_every_shipped_task_sound_under_a_policy_that_reaches_its_index(
     start_server: Callable[..., Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
