@@ -43,14 +43,11 @@ from service.cli.task_verdicts import (
     verdict,
 )
 from service.cli.verifier_scan import workspace_findings
+from service.report.build import tasks_counted
 from service.store.db import database_url
 from service.suites import SuiteError, shipped_dir
 from service.suites.archives import ArchiveError
 from service.suites.harbor import HarborTaskError, load_suite, read_tree, shipped_task_suites
-
-
-def _tasks(count: int) -> str:
-    return "1 task" if count == 1 else f"{count} tasks"
 
 
 class CheckError(Exception):
@@ -189,7 +186,7 @@ def run_jobs(
             return checked
         print(
             f"examhall: the environment of task {failure.task} did not build; checking the "
-            f"other {_tasks(len(cases))} in a new job.",
+            f"other {tasks_counted(len(cases))} in a new job.",
             file=sys.stderr,
         )
 
@@ -255,7 +252,7 @@ def render(results: list[TaskVerdict]) -> str:
         lines += [f"    {line}" for line in r.detail.splitlines() if r.verdict != "sound"]
     broken = [r.task for r in results if r.verdict == "broken"]
     lines.append(
-        f"{len(broken)} of {_tasks(len(results))} broken"
+        f"{len(broken)} of {tasks_counted(len(results))} broken"
         + (f": {', '.join(broken)}" if broken else "")
     )
     return "\n".join(lines) + "\n"

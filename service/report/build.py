@@ -190,7 +190,8 @@ def _view(metric: Metric) -> MetricView:
     )
 
 
-def _tasks(count: int) -> str:
+def tasks_counted(count: int) -> str:
+    """`1 task`, `6 tasks`."""
     return "1 task" if count == 1 else f"{count} tasks"
 
 
@@ -290,17 +291,17 @@ def build_report(
     if job.networks:
         wanted = ", ".join(case for case, _ in job.networks)
         notes.append(
-            f"{_tasks(len(job.networks))} asked for a network and ran offline: {wanted}. "
+            f"{tasks_counted(len(job.networks))} asked for a network and ran offline: {wanted}. "
             "Harbor would run them online; one that needs the network fails here (the record "
             "says what each asked for)."
             if job.egress == OFFLINE
-            else f"{_tasks(len(job.networks))} asked for a network and ran under egress policy "
-            f"{job.egress}: {wanted}. Each connection is in the trial's events."
+            else f"{tasks_counted(len(job.networks))} asked for a network and ran under egress "
+            f"policy {job.egress}: {wanted}. Each connection is in the trial's events."
         )
     if job.unbuilt:
         unbuilt_names = ", ".join(case for case, _, _ in job.unbuilt)
         notes.append(
-            f"{_tasks(len(job.unbuilt))} did not run, as the environment did not build: "
+            f"{tasks_counted(len(job.unbuilt))} did not run, as the environment did not build: "
             f"{unbuilt_names}. Their trials are build_error, scored neither way; the record "
             "has each build's step and the end of its log."
         )

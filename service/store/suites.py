@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from service.store.clock import now
-from service.store.models import Suite, SuiteUpload
+from service.store.models import Base, Suite, SuiteUpload
 from service.suites.archives import ID_PREFIX, is_archive_id
 
 # The owner of admin tokens' uploads: never a team's id (those start with "team-").
@@ -37,8 +37,8 @@ class SavedTree:
     created: bool  # False: this owner uploaded these bytes before
 
 
-def _insert(session: Session, table: type[Suite] | type[SuiteUpload]) -> Any:
-    """The dialect's INSERT of `table` (both have ON CONFLICT; the core INSERT has not)."""
+def upsert_insert(session: Session, table: type[Base]) -> Any:
+    """The dialect's INSERT of `table`, which has ON CONFLICT (the core INSERT has not)."""
     dialect = session.get_bind().dialect.name
     return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
 
@@ -51,7 +51,7 @@ def store_tree(session: Session, *, suite_id: str, name: str, kind: str, data: b
     upload costs about what it would have cost had no one stored them first: the time of the
     answer does not say either."""
     sha = suite_id.removeprefix(ID_PREFIX)
-    insert = _insert(session, Suite).values(
+    insert = upsert_insert(session, Suite).values(
         sha256=sha, name=name, source="", kind=kind, archive=data, created_at=now()
     )
     session.execute(
@@ -72,7 +72,7 @@ def save_upload(
     suite = store_tree(session, suite_id=suite_id, name=name, kind=kind, data=data)
     # RETURNING, not rowcount: an ORM-enabled INSERT reports a rowcount of -1 on PostgreSQL.
     inserted = session.execute(
-        _insert(session, SuiteUpload)
+        upsert_insert(session, SuiteUpload)
         .values(owner=owner, sha256=suite.sha256, name=name, created_at=now())
         .on_conflict_do_nothing(index_elements=["owner", "sha256"])
         .returning(SuiteUpload.owner)

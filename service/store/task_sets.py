@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from service.domain.task_sets import SetRef
 from service.store.clock import now
 from service.store.models import SuiteSet, SuiteSetShare, Team
-from service.store.suites import ADMIN_OWNER
+from service.store.suites import ADMIN_OWNER, upsert_insert
 
 
 class TaskSetError(Exception):
@@ -58,8 +57,7 @@ def push(session: Session, owner: str, name: str, version: str, sha256: str) -> 
     (False: pushed before with these bytes). VersionTaken when it names other bytes."""
     # ON CONFLICT, not a read then an insert: two pushes of one version at once insert one
     # row, and the other is answered by it (RETURNING: rowcount is -1 on PostgreSQL).
-    dialect = session.get_bind().dialect.name
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(SuiteSet)
+    insert = upsert_insert(session, SuiteSet)
     inserted = session.execute(
         insert.values(owner=owner, name=name, version=version, sha256=sha256, created_at=now())
         .on_conflict_do_nothing(index_elements=["owner", "name", "version"])
